@@ -1,0 +1,39 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   venv + install + synthesize the bundled demo seed batch offline + Dagster UI on localhost:3000
+#   make test   venv + install + the whole test suite
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+export AWM_HOME ?= $(CURDIR)/.awm_home
+export HF_HUB_OFFLINE := 1
+export RAY_AUTH_MODE := disabled
+PORT ?= 3000
+
+.PHONY: install demo synth ui test clean
+
+$(BIN)/awm: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# CPU build of torch first (on disk here); a GPU machine can `pip install -e '.[gpu]'` instead.
+	if [ -z "$$(command -v nvidia-smi)" ]; then $(BIN)/pip install -q torch==2.13.0; fi
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(BIN)/awm
+
+install: $(BIN)/awm
+
+synth: install
+	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/awm synth --seed-batch seeds/demo.jsonl
+
+ui: install
+	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(PORT)
+
+demo: synth ui
+
+test: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) .dagster_home .awm_home *.egg-info

@@ -1,0 +1,38 @@
+"""`environment_catalog`: every scenario with its statistics and readiness; the RL side reads only this."""
+
+
+import dagster as dg
+
+from awm_resources.store import PIPELINE_STAGES, atomic_write_json
+from awm_resources.store_resource import StoreResource
+
+from awm_assets.synthesis.catalog import build_catalog
+
+CATALOG_FILE = "catalog.json"
+
+
+@dg.asset(
+    deps=[dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES],
+    group_name="catalog",
+    kinds={"json"},
+    description="Ready environments (all stages present, blocking checks passed) with their statistics.",
+)
+def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
+    st = store.get_store()
+    entries = build_catalog(st)
+    ready = [e for e in entries if e["ready"]]
+    path = st.root / CATALOG_FILE
+    atomic_write_json(path, {"environments": ready, "not_ready": [e for e in entries if not e["ready"]]})
+    rows = ["| environment | source | tasks | tables | rows | tools | LoC | verifiers | ready |", "|---|---|---|---|---|---|---|---|---|"]
+    rows += [f"| {e['name']} | {e['source']} | {e['tasks']} | {e['tables']} | {e['sample_rows']} | {e['tools']} | "
+             f"{e['lines_of_code']} | {e['verifiers']} | {'yes' if e['ready'] else 'no: ' + ', '.join(e['missing_stages'] + e['invalid_stages'])} |"
+             for e in entries]
+    context.log.info(f"{len(ready)} of {len(entries)} environments ready")
+    return dg.MaterializeResult(metadata={
+        "ready": len(ready),
+        "scenarios": len(entries),
+        "tasks": sum(e["tasks"] for e in ready),
+        "tools": sum(e["tools"] for e in ready),
+        "catalog_file": dg.MetadataValue.path(str(path)),
+        "environments": dg.MetadataValue.md("\n".join(rows)),
+    })

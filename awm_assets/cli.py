@@ -1,0 +1,160 @@
+"""The `awm` command: import/export/catalog/synth here; serving, rollouts, audits and training forward to awm_rl."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _print(obj, as_json: bool, text: str) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False) if as_json else text)
+
+
+def cmd_import(args) -> int:
+    from awm_resources.store import ArtifactStore
+
+    from awm_assets.importing import import_into_dagster
+    from awm_assets.instance import get_instance
+
+    src = Path(args.dir)
+    if not src.is_dir():
+        print(f"awm import: {src} is not a folder", file=sys.stderr)
+        return 2
+    store = ArtifactStore(args.home)
+    try:
+        report = import_into_dagster(src, store, None if args.no_dagster else get_instance())
+    except FileNotFoundError as exc:
+        print(f"awm import: {exc}", file=sys.stderr)
+        return 2
+    lines = [f"imported {len(report.scenarios)} scenario(s) from {src} into {store.root}"]
+    for key, s in report.scenarios.items():
+        lines.append(f"  {key}: present {[st for st in s.stages if st != 'scenario']}, missing {s.missing}")
+    if report.issues:
+        lines.append(f"{len(report.issues)} issue(s):")
+        lines += [f"  {i}" for i in report.issues]
+    _print(report.to_dict(), args.json, "\n".join(lines))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from awm_resources.interop import export_awm_dir
+    from awm_resources.store import ArtifactStore
+
+    written = export_awm_dir(ArtifactStore(args.home), Path(args.dir), args.scenarios or None)
+    _print(written, args.json, "\n".join(f"{f}: {n} lines" for f, n in written.items()) or "nothing to export")
+    return 0
+
+
+def cmd_catalog(args) -> int:
+    from awm_resources.store import ArtifactStore
+
+    from awm_assets.synthesis.catalog import build_catalog
+
+    entries = build_catalog(ArtifactStore(args.home))
+    if args.ready:
+        entries = [e for e in entries if e["ready"]]
+    text = "\n".join(f"{e['name']:40s} {'ready' if e['ready'] else 'not ready':9s} tasks={e['tasks']} tables={e['tables']} "
+                     f"tools={e['tools']} verifiers={e['verifiers']} source={e['source']}" for e in entries)
+    _print(entries, args.json, text or "the store is empty")
+    return 0
+
+
+def cmd_synth(args) -> int:
+    from awm_assets.headless import synthesize_batch
+    from awm_assets.synthesis.seeds import SeedFileError
+
+    try:
+        out = synthesize_batch(Path(args.seed_batch), workers=args.workers, resynthesize=args.all)
+    except SeedFileError as exc:
+        print(f"awm synth: {exc}", file=sys.stderr)
+        return 2
+    lines = [f"seed batch {out['seed_batch']}: new scenarios {out['new_scenarios']}"]
+    for s in out["scenarios"]:
+        stages = ", ".join(f"{k}={v['status']}/{v['attempts']}" for k, v in s["stages"].items())
+        lines.append(f"  {s['scenario']}: {'ready' if s['ready'] else 'NOT READY'} ({stages})")
+    _print(out, args.json, "\n".join(lines))
+    ok = out.get("generation_ok") and all(s["ready"] for s in out["scenarios"])
+    return 0 if ok else 1
+
+
+def _forward(module: str, func: str, argv: list[str]) -> int:
+    import importlib
+
+    return int(getattr(importlib.import_module(module), func)(argv) or 0)
+
+
+FORWARDED = {
+    "serve": ("awm_rl.runtime.commands", "serve_main"),
+    "rollout": ("awm_rl.commands_rollout", "rollout_main"),
+    "train": ("awm_rl.training.commands", "train_main"),
+}
+FORWARDED_PAIRS = {
+    ("bench", "serve"): ("awm_rl.runtime.commands", "bench_serve_main"),
+    ("audit", "verifiers"): ("awm_rl.commands_rollout", "audit_main"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="awm", description="Agent World Model: synthesize, serve and train on tool-use environments.",
+                                epilog="Also: awm serve SCENARIO | awm bench serve | awm rollout | awm audit verifiers | "
+                                       "awm train --config FILE (each has --help).")
+    p.add_argument("--home", default=None, help="artifact store root (default $AWM_HOME or <project>/.awm_home)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    s = sub.add_parser("import", help="import a folder of AWM JSONL files into the store and Dagster")
+    s.add_argument("dir")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--no-dagster", action="store_true", help="only fill the store; register no partitions")
+    s.set_defaults(func=cmd_import)
+
+    s = sub.add_parser("export", help="write the store back as AWM JSONL files")
+    s.add_argument("dir")
+    s.add_argument("--scenarios", nargs="*")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("catalog", help="list scenarios with statistics and readiness")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--ready", action="store_true", help="only ready environments")
+    s.set_defaults(func=cmd_catalog)
+
+    s = sub.add_parser("synth", help="synthesize a seed batch headlessly (same assets as the UI)")
+    s.add_argument("--seed-batch", required=True, help="seed file (.jsonl or .txt)")
+    s.add_argument("--workers", type=int, default=2, help="scenarios synthesized in parallel")
+    s.add_argument("--all", action="store_true", help="re-synthesize the batch's existing scenarios too")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_synth)
+    for name in ("serve", "rollout", "train", "bench", "audit"):
+        sub.add_parser(name, help=f"see `awm {name} --help`", add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    home = None
+    if len(argv) >= 2 and argv[0] == "--home":
+        home, argv = argv[1], argv[2:]
+    if home:
+        os.environ["AWM_HOME"] = str(Path(home).resolve())
+    if argv and argv[0] in FORWARDED:
+        return _forward(*FORWARDED[argv[0]], argv[1:])
+    if len(argv) >= 2 and (argv[0], argv[1]) in FORWARDED_PAIRS:
+        return _forward(*FORWARDED_PAIRS[(argv[0], argv[1])], argv[2:])
+    if argv and argv[0] in ("bench", "audit"):
+        print(f"awm {argv[0]}: say what to run: " + ", ".join(f"awm {a} {b}" for a, b in FORWARDED_PAIRS if a == argv[0]),
+              file=sys.stderr)
+        return 2
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    args.home = home
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

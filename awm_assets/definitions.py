@@ -1,0 +1,19 @@
+"""The code location: every asset, job, sensor and resource, in one place."""
+
+import dagster as dg
+
+from awm_assets.catalog_asset import environment_catalog
+from awm_assets.jobs import catalog_job, generate_scenarios_job, synthesize_scenario_job
+from awm_assets.resources import build_resources
+from awm_assets.scenario_assets import scenario_generation
+from awm_assets.sensors import catalog_refresh_sensor, new_scenario_sensor, seed_batch_sensor
+from awm_assets.stage_assets import build_stage_assets
+
+stage_assets = build_stage_assets()
+
+defs = dg.Definitions(
+    assets=[scenario_generation, *stage_assets, environment_catalog],
+    jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job],
+    sensors=[seed_batch_sensor, new_scenario_sensor, catalog_refresh_sensor],
+    resources=build_resources(),
+)

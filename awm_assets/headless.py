@@ -1,0 +1,103 @@
+"""`awm synth`: the same assets as the UI, run without it, against the shared Dagster instance.
+
+Scenario generation runs first; then each new scenario's six stages run in their own process (the
+stage LLM calls of different scenarios overlap, capped by the `llm_api` pool of the instance); last the
+catalog is refreshed. Runs and materializations land in the instance, so the UI shows them afterwards.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
+
+from awm_assets.instance import get_instance
+from awm_assets.partitions import seed_batch_partitions
+from awm_assets.synthesis.seeds import read_seed_batch
+
+
+def _run_generation(instance: dg.DagsterInstance, path: Path) -> tuple[bool, str, list[str]]:
+    from awm_assets.resources import build_resources
+    from awm_assets.scenario_assets import scenario_generation
+    from awm_assets.sensors import batch_run_config
+
+    batch = read_seed_batch(path)
+    if not instance.has_dynamic_partition(seed_batch_partitions.name, batch.key):
+        instance.add_dynamic_partitions(seed_batch_partitions.name, [batch.key])
+    result = dg.materialize([scenario_generation], instance=instance, partition_key=batch.key,
+                            resources=build_resources(), run_config=batch_run_config(batch.path),
+                            raise_on_error=False, tags={"awm/seed_batch": batch.key})
+    new: list[str] = []
+    for mat in result.asset_materializations_for_node("scenario_generation"):
+        value = mat.metadata.get("new_partitions")
+        if value is not None:
+            new = list(value.value)
+    return result.success, result.run_id, new
+
+
+def synthesize_partition(key: str) -> dict[str, Any]:
+    """Materialize the six stages of one scenario (in a worker process)."""
+    from awm_assets.resources import build_resources
+    from awm_assets.stage_assets import build_stage_assets
+
+    instance = get_instance()
+    result = dg.materialize(build_stage_assets(), instance=instance, partition_key=key, resources=build_resources(),
+                            raise_on_error=False, tags={"awm/scenario": key})
+    failures = [ev.step_key + ": " + (ev.event_specific_data.error.message.strip() if ev.event_specific_data and ev.event_specific_data.error else "failed")
+                for ev in result.all_events if ev.is_step_failure]
+    return {"scenario": key, "run_id": result.run_id, "success": result.success, "failures": failures}
+
+
+def scenario_report(store: ArtifactStore, key: str) -> dict[str, Any]:
+    stages = {}
+    for stage in PIPELINE_STAGES:
+        status = store.stage_status(key, stage)
+        attempts = store.list_attempts(key, stage)
+        if status and status.get("source") == "synthesized" or (status and not attempts):
+            stages[stage] = {"status": "degraded" if status.get("degraded") else "ok" if status.get("valid", True) else "invalid",
+                             "attempts": status.get("attempts", len(attempts) or 1),
+                             "error_rate": status.get("error_rate", 0.0)}
+        elif attempts:
+            last = attempts[-1]
+            stages[stage] = {"status": "failed", "attempts": len(attempts), "error_rate": last.get("error_rate"),
+                             "error": "; ".join(e for errs in (last.get("errors") or {}).values() for e in errs)[:500]}
+        else:
+            stages[stage] = {"status": "not_run", "attempts": 0, "error_rate": None}
+    ready = set(STAGES) <= set(store.present_stages(key)) and all(s["status"] in ("ok", "degraded") for s in stages.values())
+    return {"scenario": key, "ready": ready, "stages": stages}
+
+
+def synthesize_batch(seed_file: Path, *, workers: int = 2, resynthesize: bool = False) -> dict[str, Any]:
+    """Generate scenarios for the batch, then synthesize its new (or, if asked, all its) scenarios."""
+    instance = get_instance()
+    store = ArtifactStore()
+    batch = read_seed_batch(seed_file)
+    ok, gen_run, new = _run_generation(instance, seed_file)
+    out: dict[str, Any] = {"seed_batch": batch.key, "generation_run": gen_run, "generation_ok": ok,
+                           "new_scenarios": new, "scenarios": []}
+    if not ok:
+        out["error"] = "scenario generation failed; see the run in the Dagster UI or `dagster run` logs"
+        return out
+    batch_keys = [k for k in store.list_scenarios() if store.read_json(k, "scenario.json").get("seed_batch") == batch.key]
+    todo = batch_keys if resynthesize else [k for k in batch_keys if not set(STAGES) <= set(store.present_stages(k))]
+    runs: dict[str, dict] = {}
+    if todo:
+        with ProcessPoolExecutor(max_workers=max(1, min(workers, len(todo))), mp_context=mp.get_context("spawn")) as pool:
+            for res in pool.map(synthesize_partition, todo):
+                runs[res["scenario"]] = res
+    from awm_assets.catalog_asset import environment_catalog
+    from awm_assets.resources import build_resources
+
+    dg.materialize([environment_catalog], instance=instance, resources=build_resources())
+    for key in batch_keys:
+        rep = scenario_report(store, key)
+        if key in runs:
+            rep["run_id"] = runs[key]["run_id"]
+            rep["failures"] = runs[key]["failures"]
+        out["scenarios"].append(rep)
+    return out

@@ -1,0 +1,69 @@
+"""Scenario generation per seed batch; accepted scenarios become partitions of the stage assets."""
+
+
+from collections import Counter
+
+import dagster as dg
+from pydantic import Field
+
+from awm_resources.embedder import EmbedderResource
+from awm_resources.llm import LLMResource, ReplayMissingError
+from awm_resources.store_resource import StoreResource
+
+from awm_assets.partitions import scenario_partitions, seed_batch_partitions
+from awm_assets.resources import SynthesisSettings
+from awm_assets.synthesis.scenarios import GenerationSettings, generate_scenarios, register_accepted
+from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
+
+
+class SeedBatchConfig(dg.Config):
+    path: str = Field(description="the seed file of this batch (the sensor and `awm synth` set it)")
+
+
+@dg.asset(
+    partitions_def=seed_batch_partitions,
+    group_name="synthesis",
+    pool="llm_api",
+    kinds={"llm"},
+    retry_policy=dg.RetryPolicy(max_retries=2),
+    description="Self-instruct scenarios from a seed batch; CRUD classifier; embedding dedup (all batches); category caps.",
+)
+def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConfig, llm: LLMResource,
+                        store: StoreResource, embedder: EmbedderResource,
+                        synthesis: SynthesisSettings) -> dg.MaterializeResult:
+    try:
+        batch = read_seed_batch(config.path)
+    except SeedFileError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from exc
+    if batch.key != context.partition_key:
+        raise dg.Failure(description=f"seed file {config.path} is batch {batch.key!r}, not partition "
+                                     f"{context.partition_key!r}", allow_retries=False)
+    st = store.get_store()
+    client = llm.get_client()
+    try:
+        result = generate_scenarios(batch, st, client, embedder.get_embedder(), GenerationSettings(
+            candidates=synthesis.candidates_per_batch, dedup_threshold=synthesis.dedup_threshold,
+            max_per_category=synthesis.max_per_category))
+    except ReplayMissingError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from exc
+    keys = register_accepted(result, st, batch)
+    new = [k for k in keys if not context.instance.has_dynamic_partition(scenario_partitions.name, k)]
+    if new:
+        context.instance.add_dynamic_partitions(scenario_partitions.name, new)
+    counts = result.counts()
+    context.log.info(f"batch {batch.key}: {counts}; new scenario partitions: {new}")
+    table = ["| scenario | category | decision | reason |", "|---|---|---|---|"]
+    table += [f"| {d.name} | {d.category} | {d.status} | {d.reason.replace('|', '/')} |" for d in result.decisions]
+    usage = client.usage(stage="scenarios")
+    usage_cls = client.usage(stage="classify")
+    return dg.MaterializeResult(metadata={
+        **counts,
+        "seed_file": dg.MetadataValue.path(str(batch.path)),
+        "seeds": len(batch.seeds),
+        "new_partitions": dg.MetadataValue.json(new),
+        "category_histogram": dg.MetadataValue.json(dict(Counter(d.category for d in result.accepted()))),
+        "decisions": dg.MetadataValue.md("\n".join(table)),
+        "prompt_tokens": usage["prompt_tokens"] + usage_cls["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"] + usage_cls["completion_tokens"],
+        "cost_usd": float(usage["cost_usd"] + usage_cls["cost_usd"]),
+    })

@@ -1,0 +1,134 @@
+"""The six per-scenario synthesis assets. Thin: each runs one attempt of a plain stage object
+(`synthesis.stages`) through the self-correction runner and records metadata and checks.
+
+Self-correction is Dagster's RetryPolicy: a failed attempt raises, the step is retried, and the next
+attempt's prompt carries the error summaries stored in the artifact store. Errors in our own code are
+raised as non-retryable failures so that they never burn LLM retries.
+"""
+
+
+import traceback
+
+import dagster as dg
+
+from awm_resources.llm import LLMResource, ReplayMissingError
+from awm_resources.store import PIPELINE_STAGES
+from awm_resources.store_resource import StoreResource
+
+from awm_assets.partitions import scenario_partitions
+from awm_assets.resources import SynthesisSettings, max_retries
+from awm_assets.synthesis import previews
+from awm_assets.synthesis.checks import quality_check, structural_check
+from awm_assets.synthesis.runner import AttemptContext, AttemptFailed, StageExhausted, run_attempt
+from awm_assets.synthesis.stages import build_stage
+
+GROUP = "synthesis"
+DESCRIPTIONS = {
+    "tasks": "10 API-solvable, post-authentication, concrete user tasks per scenario.",
+    "db_schema": "SQLite schema inferred from the tasks; accepted at <= 10% failing tables.",
+    "sample_data": "INSERTs making every task feasible, and initial.db; accepted at <= 10% failing statements.",
+    "api_spec": "Minimal endpoint set for the tasks (operation_id = tool name).",
+    "env_code": "FastAPI + SQLAlchemy server over the database; must import and serve every spec operation.",
+    "verifiers": "Per-task verifiers (sql evidence + code verdict), each run on the unchanged database.",
+}
+
+
+def valid_check_name(stage: str) -> str:
+    return f"{stage}_valid"
+
+
+def quality_check_name(stage: str) -> str:
+    return f"{stage}_quality"
+
+
+def _metadata(store, key: str, stage: str, outcome, usage: dict) -> dict:
+    meta = {k: v for k, v in outcome.metadata.items() if isinstance(v, (int, float, str, bool))}
+    return {
+        **meta,
+        "attempts": outcome.attempts,
+        "corrected": outcome.attempts > 1 and not outcome.degraded,
+        "degraded": outcome.degraded,
+        "error_rate": float(outcome.error_rate),
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+        "cost_usd": float(usage["cost_usd"]),
+        "preview": dg.MetadataValue.md(previews.preview(store, key, stage)),
+        "attempt_history": dg.MetadataValue.md(previews.attempt_history(outcome.history)),
+        "last_prompt": dg.MetadataValue.md(previews.last_prompt(outcome.history)),
+        "attempt_records": dg.MetadataValue.path(str(store.attempts_dir(key, stage))),
+    }
+
+
+def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.AssetsDefinition:
+    deps = [upstream] if upstream else []
+    if upstream is None:
+        deps = [dg.AssetDep("scenario_generation", partition_mapping=dg.AllPartitionMapping())]
+
+    @dg.asset(
+        name=stage,
+        partitions_def=scenario_partitions,
+        deps=deps,
+        group_name=GROUP,
+        pool="llm_api",
+        kinds={"sqlite"} if stage in ("db_schema", "sample_data") else {"python"} if stage in ("env_code", "verifiers") else {"json"},
+        retry_policy=dg.RetryPolicy(max_retries=retries),
+        description=DESCRIPTIONS[stage],
+        check_specs=[
+            dg.AssetCheckSpec(valid_check_name(stage), asset=stage, blocking=True,
+                              description="structural validity (blocks downstream stages)"),
+            dg.AssetCheckSpec(quality_check_name(stage), asset=stage, description="quality warnings"),
+        ],
+    )
+    def _stage_asset(context: dg.AssetExecutionContext, llm: LLMResource, store: StoreResource,
+                     synthesis: SynthesisSettings) -> dg.MaterializeResult:
+        key = context.partition_key
+        st = store.get_store()
+        client = llm.get_client()
+        attempt = context.retry_number + 1
+        if attempt == 1:
+            st.clear_attempts(key, stage)
+        spec = build_stage(stage, synthesis.as_dict())
+        ctx = AttemptContext(store=st, llm=client, scenario=key, attempt=attempt, max_attempts=retries + 1,
+                             previous=st.list_attempts(key, stage), settings=synthesis.as_dict())
+        try:
+            outcome = run_attempt(spec, ctx, context.log.info)
+        except AttemptFailed as exc:
+            context.log.warning(str(exc))
+            raise
+        except (ReplayMissingError, StageExhausted, FileNotFoundError) as exc:
+            raise dg.Failure(description=f"{stage} for {key!r}: {exc}", allow_retries=False) from exc
+        except Exception as exc:  # noqa: BLE001 - our own bug: fail loudly, do not spend LLM retries on it
+            raise dg.Failure(description=f"internal error in stage {stage} for {key!r} (not retried): "
+                                         f"{type(exc).__name__}: {exc}",
+                             metadata={"traceback": dg.MetadataValue.text(traceback.format_exc())},
+                             allow_retries=False) from exc
+        usage = client.usage(stage=stage, scenario=key)
+        meta = {**outcome.metadata, "degraded": outcome.degraded}
+        valid = structural_check(st, key, stage, meta)
+        quality = quality_check(stage, meta, outcome.degraded, outcome.attempts)
+        st.write_stage_status(key, stage, {"source": "synthesized", "attempts": outcome.attempts,
+                                           "error_rate": outcome.error_rate, "degraded": outcome.degraded,
+                                           "valid": valid.passed, "quality_ok": quality.passed,
+                                           **{k: v for k, v in meta.items() if isinstance(v, (int, float, str, bool))}})
+        return dg.MaterializeResult(
+            metadata=_metadata(st, key, stage, outcome, usage),
+            check_results=[
+                dg.AssetCheckResult(check_name=valid_check_name(stage), passed=valid.passed,
+                                    description=valid.description, metadata=valid.metadata),
+                dg.AssetCheckResult(check_name=quality_check_name(stage), passed=quality.passed,
+                                    severity=dg.AssetCheckSeverity.WARN, description=quality.description,
+                                    metadata=quality.metadata),
+            ],
+        )
+
+    return _stage_asset
+
+
+def build_stage_assets(retries: int | None = None) -> list[dg.AssetsDefinition]:
+    """All six stage assets chained in order, each retried `retries` times (default: AWM_MAX_RETRIES or 5)."""
+    retries = max_retries() if retries is None else retries
+    assets, upstream = [], None
+    for stage in PIPELINE_STAGES:
+        assets.append(build_stage_asset(stage, upstream, retries))
+        upstream = stage
+    return assets

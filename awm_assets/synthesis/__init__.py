@@ -1,0 +1,1 @@
+"""Dagster-free stage logic: prompts, parsing, execution checks, thresholds."""

@@ -1,0 +1,184 @@
+"""Stage prompts, written from the AWM paper's rules (../shared/DESIGN.md, points 1-8).
+
+Every builder returns chat messages. `corrections` are the error summaries of earlier failed attempts
+of the same stage: they go into the regeneration prompt, which is the paper's self-correction loop.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+SYSTEM = ("You are a senior software engineer who builds realistic, self-contained simulations of web "
+          "applications for training tool-use agents. Follow the output format exactly.")
+
+
+def _messages(user: str, corrections: list[str] | None = None) -> list[dict[str, str]]:
+    if corrections:
+        notes = "\n\n".join(f"Attempt {i} failed. Summary of the error:\n{s}" for i, s in enumerate(corrections, 1))
+        user += ("\n\n## Previous attempts\nYour earlier answers to this request failed when we executed them. "
+                 f"Fix these problems and answer again in full.\n\n{notes}")
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def _tasks_block(tasks: list[str]) -> str:
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(tasks))
+
+
+def scenario_generation(seeds: list[dict[str, Any]], existing: list[str], n: int) -> list[dict[str, str]]:
+    examples = "\n".join(f"- {s['name']}" + (f": {s['description']}" if s.get("description") else "") for s in seeds)
+    taken = "\n".join(f"- {e}" for e in existing[:200]) or "(none yet)"
+    return _messages(
+        f"""Generate {n} new scenarios of stateful web applications, inspired by (not copies of) these seed sites:
+{examples}
+
+A scenario is one application whose core functions are create/read/update/delete operations over a
+relational database: name it and describe, in 2-4 sentences, its entities and what a signed-in user does.
+Vary domains; stay concrete. Give each a short snake_case `category` (e.g. e_commerce, developer_tools).
+Avoid these scenarios, which we already have:
+{taken}
+
+Answer with JSON: {{"scenarios": [{{"name": str, "description": str, "category": str}}]}}""")
+
+
+def scenario_classification(candidates: list[dict[str, str]]) -> list[dict[str, str]]:
+    listing = "\n".join(f"- {c['name']}: {c['description']}" for c in candidates)
+    return _messages(
+        f"""For each scenario below, decide whether it is suitable for a simulated environment whose state is
+a SQLite database and whose actions are CRUD API calls. Unsuitable: apps whose core is media rendering,
+real-time hardware, pure computation, or anything without persistent user-owned records.
+
+{listing}
+
+Answer with JSON: {{"verdicts": [{{"name": str, "suitable": bool, "reason": str}}]}} (one per scenario, same names).""")
+
+
+def tasks(name: str, description: str, n: int = 10, corrections: list[str] | None = None) -> list[dict[str, str]]:
+    return _messages(
+        f"""Scenario: {name}
+{description}
+
+Write {n} distinct user tasks for this application. Rules:
+- Each is solvable purely through the application's API (no UI actions such as clicking or scrolling).
+- The user is already signed in as user id 1: no login, registration, password or 2FA tasks.
+- Concrete and self-contained: give every parameter (names, unique titles, amounts, dates, ids where natural).
+- Mix reads and writes and difficulty (from one API call to about six).
+
+Answer with JSON: {{"tasks": [str, ...]}}""", corrections)
+
+
+def db_schema(name: str, description: str, task_list: list[str], corrections: list[str] | None = None) -> list[dict[str, str]]:
+    return _messages(
+        f"""Scenario: {name}
+{description}
+
+Tasks the database must support:
+{_tasks_block(task_list)}
+
+Design the SQLite schema, inferred from the tasks and holding only what they need. Rules:
+- No authentication data (no passwords, tokens, sessions). User id 1 is the current user.
+- Foreign keys (REFERENCES) and indexes for the columns tasks filter by; CHECK constraints where natural.
+- Valid SQLite: one CREATE TABLE per table, then its CREATE INDEX statements.
+
+Answer with JSON: {{"tables": [{{"name": str, "ddl": "CREATE TABLE ...", "indexes": ["CREATE INDEX ...", ...]}}]}}""",
+        corrections)
+
+
+def sample_data(name: str, description: str, task_list: list[str], schema_sql: str,
+                corrections: list[str] | None = None) -> list[dict[str, str]]:
+    return _messages(
+        f"""Scenario: {name}
+{description}
+
+Tasks:
+{_tasks_block(task_list)}
+
+Schema:
+{schema_sql}
+
+Write INSERT statements for the initial state so that EVERY task is feasible from it. Rules:
+- Rows that match and rows that do not match each task's filters; 5-10+ rows for anything listed.
+- Existing targets for every update or delete a task asks for; user id 1 owns most of the data.
+- Explicit ids, fixed timestamps (no datetime('now')), foreign-key order (parents first); they run with
+  PRAGMA foreign_keys=ON.
+
+Answer with JSON: {{"tables": [{{"table_name": str, "reasoning": str, "insert_statements": ["INSERT ...", ...]}}]}}""",
+        corrections)
+
+
+def api_spec(name: str, description: str, task_list: list[str], schema_sql: str,
+             corrections: list[str] | None = None) -> list[dict[str, str]]:
+    return _messages(
+        f"""Scenario: {name}
+{description}
+
+Tasks:
+{_tasks_block(task_list)}
+
+Schema:
+{schema_sql}
+
+Design the minimal REST API that lets an agent complete every task. For each endpoint give: path, method,
+summary, description, operation_id (snake_case; it becomes the tool name), tags, request_params
+({{name: {{type, param_type: query|path|body, required, description, example}}}}), response (a JSON schema
+sketch), required_tables and required_fields ({{table: [columns]}}). The current user is id 1; no auth endpoints.
+
+Answer with JSON: {{"api_groups": [{{"group_name": str, "endpoints": [...]}}]}}""", corrections)
+
+
+def env_code(name: str, description: str, schema_sql: str, spec: dict[str, Any],
+             corrections: list[str] | None = None) -> list[dict[str, str]]:
+    return _messages(
+        f"""Scenario: {name}
+{description}
+
+Schema:
+{schema_sql}
+
+API spec:
+{json.dumps(spec, indent=1, ensure_ascii=False)}
+
+Implement the whole API as ONE Python file. Rules:
+- FastAPI + SQLAlchemy 2 ORM + Pydantic v2 models. ORM models match the schema exactly.
+- `DATABASE_PATH = os.getenv("DATABASE_PATH", "app.db")` and, on one line,
+  `engine = create_engine(f"sqlite:///{{DATABASE_PATH}}", connect_args={{"check_same_thread": False}})`;
+  `Base.metadata.create_all(engine)` at import.
+- Every endpoint of the spec, with `operation_id=` equal to the spec's, summary, description, tags and a
+  response_model. GET/DELETE take path and query parameters; POST/PUT/PATCH take path parameters and ONE
+  Pydantic body model. The current user is id 1. Missing records raise HTTPException(404) with a clear detail.
+- End with `if __name__ == "__main__":` running uvicorn on `int(os.getenv("PORT", "8000"))`.
+
+Answer with the complete file in one ```python block.""", corrections)
+
+
+def verifier(name: str, task_idx: int, task: str, schema_sql: str, corrections: list[str] | None = None) -> list[dict[str, str]]:
+    return _messages(
+        f"""Scenario: {name}
+Schema:
+{schema_sql}
+
+Task {task_idx}: {task}
+
+Write a verifier for this task that compares the database before (initial) and after (final) an agent
+acted. Define BOTH functions, standard library only, opening the databases read-only
+(sqlite3.connect(f"file:{{path}}?mode=ro", uri=True)), without printing, writing files or network:
+- `verify_task(initial_db_path: str, final_db_path: str) -> dict`: JSON-serialisable evidence for a judge
+  (relevant rows before and after, what changed).
+- `verify_task_completion(initial_db_path: str, final_db_path: str, final_answer: str | None = None) -> dict`:
+  `{{"result": "complete"}}` or `{{"result": "others", "reason": str}}`. On an unchanged database it must not
+  report "complete". For information-seeking tasks, check `final_answer` against the database.
+
+Answer with JSON: {{"reasoning": str, "success_criteria": str, "failure_criteria": str, "python_code": str}}""",
+        corrections)
+
+
+def error_summary(stage: str, error_text: str, artifact_excerpt: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"""We executed the output of the
+`{stage}` stage and it failed. Summarise, in 200 to 500 tokens, what failed (which statements, lines or
+functions), the root cause, and precisely how to fix it, so that the next generation avoids the mistake.
+
+Errors:
+{error_text}
+
+The output that failed (excerpt):
+{artifact_excerpt}"""}]

@@ -1,0 +1,267 @@
+"""The six per-scenario stages: what each asks the LLM, how its answer is executed, what is stored.
+
+Each class implements `runner.StageSpec`: `attempt()` generates + parses + executes and returns an error
+rate; `commit()` writes the accepted artifact to the store atomically and returns metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from awm_resources.llm import extract_code, parse_model
+from awm_resources.sqlite_build import SampleTable, SchemaTable, build_database, sample_sql, schema_sql
+from awm_resources.store import atomic_path
+
+from awm_assets.synthesis import prompts
+from awm_assets.synthesis.models import ApiSpec, SampleOutput, SchemaOutput, TaskList, VerifierOutput
+from awm_assets.synthesis.runner import AttemptContext, AttemptResult
+
+N_TASKS = 10
+FORBIDDEN_TASK_WORDS = re.compile(r"\b(log ?in|sign ?in|sign ?up|register|password|2fa|two-factor)\b", re.I)
+
+
+def scenario_info(ctx: AttemptContext) -> tuple[str, str]:
+    sc = ctx.store.read_json(ctx.scenario, "scenario.json")
+    return sc.get("name") or ctx.scenario, sc.get("description") or ""
+
+
+def load_tasks(ctx: AttemptContext) -> list[str]:
+    return ctx.store.read_json(ctx.scenario, "tasks.json")["tasks"]
+
+
+def load_schema(ctx: AttemptContext) -> list[SchemaTable]:
+    return [SchemaTable.model_validate(t) for t in ctx.store.read_json(ctx.scenario, "schema.json")["tables"]]
+
+
+def _single_call(ctx: AttemptContext, stage: str, messages: list[dict]) -> tuple[str, dict, dict]:
+    response = ctx.llm.chat(messages, tag=ctx.tag(stage))
+    return response.text, {"_": messages}, {"_": response.text}
+
+
+class TasksStage:
+    name, threshold = "tasks", 0.0
+
+    def attempt(self, ctx: AttemptContext) -> AttemptResult:
+        name, desc = scenario_info(ctx)
+        n = int(ctx.settings.get("tasks_per_scenario", N_TASKS))
+        text, sent, raw = _single_call(ctx, self.name, prompts.tasks(name, desc, n, ctx.corrections()))
+        out = parse_model(text, TaskList)
+        errors = [] if len(out.tasks) == n else [f"expected exactly {n} tasks, got {len(out.tasks)}"]
+        errors += [f"task {i} asks for authentication, which the environment does not model: {t!r}"
+                   for i, t in enumerate(out.tasks) if FORBIDDEN_TASK_WORDS.search(t)]
+        return AttemptResult(artifact={"tasks": out.tasks}, error_rate=1.0 if errors else 0.0,
+                             errors={"_": errors} if errors else {}, metrics={"tasks": len(out.tasks)},
+                             prompts=sent, responses=raw, excerpts={"_": text})
+
+    def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
+        ctx.store.write_json(ctx.scenario, "tasks.json", artifact)
+        return {"tasks": len(artifact["tasks"])}
+
+
+def _failures_text(result) -> list[str]:
+    return [f"{f.kind} #{f.index} of table {f.table}: {f.error} -- {f.statement}" for f in result.failures]
+
+
+class SchemaStage:
+    name = "db_schema"
+
+    def __init__(self, threshold: float = 0.10):
+        self.threshold = threshold
+
+    def attempt(self, ctx: AttemptContext) -> AttemptResult:
+        name, desc = scenario_info(ctx)
+        text, sent, raw = _single_call(ctx, self.name, prompts.db_schema(name, desc, load_tasks(ctx), ctx.corrections()))
+        out = parse_model(text, SchemaOutput)
+        with tempfile.TemporaryDirectory() as tmp:
+            result = build_database(Path(tmp) / "schema.db", out.tables, None)
+        errors = _failures_text(result)
+        return AttemptResult(artifact={"tables": [t.model_dump() for t in out.tables]}, error_rate=result.table_error_rate,
+                             errors={"_": errors} if errors else {},
+                             metrics={"tables": result.tables_total, "tables_failed": result.tables_failed,
+                                      "indexes_failed": result.indexes_failed},
+                             prompts=sent, responses=raw, excerpts={"_": schema_sql(out.tables)})
+
+    def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
+        tables = [SchemaTable.model_validate(t) for t in artifact["tables"]]
+        ctx.store.write_json(ctx.scenario, "schema.json", artifact)
+        ctx.store.write_text(ctx.scenario, "schema.sql", schema_sql(tables))
+        return {"tables": len(tables)}
+
+
+class SampleDataStage:
+    name = "sample_data"
+
+    def __init__(self, threshold: float = 0.10):
+        self.threshold = threshold
+
+    def attempt(self, ctx: AttemptContext) -> AttemptResult:
+        name, desc = scenario_info(ctx)
+        tables = load_schema(ctx)
+        text, sent, raw = _single_call(ctx, self.name, prompts.sample_data(
+            name, desc, load_tasks(ctx), schema_sql(tables), ctx.corrections()))
+        out = parse_model(text, SampleOutput)
+        with tempfile.TemporaryDirectory() as tmp:
+            result = build_database(Path(tmp) / "sample.db", tables, out.tables)
+        errors = _failures_text(result)
+        return AttemptResult(artifact={"tables": [t.model_dump() for t in out.tables]}, error_rate=result.insert_error_rate,
+                             errors={"_": errors} if errors else {},
+                             metrics={"inserts": result.inserts_total, "inserts_failed": result.inserts_failed,
+                                      "sample_rows": result.rows},
+                             prompts=sent, responses=raw, excerpts={"_": sample_sql(out.tables)})
+
+    def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
+        samples = [SampleTable.model_validate(t) for t in artifact["tables"]]
+        with atomic_path(ctx.store.path(ctx.scenario, "initial.db")) as tmp_db:
+            result = build_database(tmp_db, load_schema(ctx), samples)
+        ctx.store.write_json(ctx.scenario, "sample.json", artifact)
+        ctx.store.write_text(ctx.scenario, "sample.sql", sample_sql(samples))
+        return {"sample_rows": result.rows, "inserts": result.inserts_total, "inserts_failed": result.inserts_failed}
+
+
+class ApiSpecStage:
+    name, threshold = "api_spec", 0.0
+
+    def attempt(self, ctx: AttemptContext) -> AttemptResult:
+        name, desc = scenario_info(ctx)
+        tables = load_schema(ctx)
+        text, sent, raw = _single_call(ctx, self.name, prompts.api_spec(
+            name, desc, load_tasks(ctx), schema_sql(tables), ctx.corrections()))
+        spec = parse_model(text, ApiSpec)
+        ops = spec.operation_ids()
+        known_tables = {t.name for t in tables}
+        errors = [f"operation_id {op!r} is used {ops.count(op)} times" for op in sorted(set(ops)) if ops.count(op) > 1]
+        for g in spec.api_groups:
+            for ep in g.endpoints:
+                if not ep.path.startswith("/"):
+                    errors.append(f"{ep.operation_id}: path {ep.path!r} must start with '/'")
+                errors += [f"{ep.operation_id}: required table {t!r} is not in the schema"
+                           for t in ep.required_tables if t not in known_tables]
+        endpoints = len(ops)
+        return AttemptResult(artifact=spec.model_dump(mode="json"), error_rate=min(1.0, len(errors) / max(endpoints, 1)),
+                             errors={"_": errors} if errors else {}, metrics={"endpoints": endpoints},
+                             prompts=sent, responses=raw, excerpts={"_": text})
+
+    def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
+        ctx.store.write_json(ctx.scenario, "api_spec.json", artifact)
+        return {"endpoints": len(ApiSpec.model_validate(artifact).operation_ids())}
+
+
+class EnvCodeStage:
+    name, threshold = "env_code", 0.0
+
+    def attempt(self, ctx: AttemptContext) -> AttemptResult:
+        from awm_rl.runtime.check import check_env_code
+
+        name, desc = scenario_info(ctx)
+        spec = ctx.store.read_json(ctx.scenario, "api_spec.json")
+        expected = ApiSpec.model_validate(spec).operation_ids()
+        text, sent, raw = _single_call(ctx, self.name, prompts.env_code(
+            name, desc, schema_sql(load_schema(ctx)), spec, ctx.corrections()))
+        code = extract_code(text)
+        check = check_env_code(code, ctx.store.path(ctx.scenario, "initial.db"), expected_tools=expected,
+                               timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)))
+        errors: list[str] = []
+        if not check.ok and check.error:
+            errors.append(check.error)
+        errors += [f"spec operation {op!r} is not served as a tool (no route with operation_id={op!r})"
+                   for op in check.missing_tools]
+        error_rate = 1.0 if (check.error and not check.tools) else len(check.missing_tools) / max(len(expected), 1)
+        if check.error and check.tools:
+            error_rate = max(error_rate, 1 / max(len(expected), 1))
+        return AttemptResult(artifact={"code": code}, error_rate=error_rate, errors={"_": errors} if errors else {},
+                             metrics={"tools": len(check.tools), "lines_of_code": len(code.splitlines()),
+                                      "missing_tools": list(check.missing_tools),
+                                      "import_ms": round(check.import_ms or 0, 1)},
+                             prompts=sent, responses=raw, excerpts={"_": code})
+
+    def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
+        ctx.store.write_text(ctx.scenario, "server.py", artifact["code"])
+        return {"lines_of_code": len(artifact["code"].splitlines())}
+
+
+class VerifiersStage:
+    """One LLM call per task; a retry regenerates only the verifiers that failed before."""
+
+    name, threshold = "verifiers", 0.0
+
+    def attempt(self, ctx: AttemptContext) -> AttemptResult:
+        from awm_rl.verification import VerifierJob, run_verifiers, verifier_functions
+
+        name, _ = scenario_info(ctx)
+        task_list = load_tasks(ctx)
+        schema = schema_sql(load_schema(ctx))
+        kept = {}
+        if ctx.previous:
+            last = ctx.previous[-1]
+            failed = set((last.get("errors") or {}).keys())
+            for entry in (last.get("artifact") or {}).get("verifiers", []):
+                if f"task_{entry['task_idx']}" not in failed:
+                    kept[entry["task_idx"]] = entry
+        entries, sent, raw, errors, excerpts = [], {}, {}, {}, {}
+        for idx, task in enumerate(task_list):
+            item = f"task_{idx}"
+            if idx in kept:
+                entries.append(kept[idx])
+                continue
+            messages = prompts.verifier(name, idx, task, schema, ctx.corrections(item))
+            response = ctx.llm.chat(messages, tag=ctx.tag(self.name, item))
+            sent[item], raw[item] = messages, response.text
+            try:
+                out = parse_model(response.text, VerifierOutput)
+            except ValueError as exc:
+                errors[item] = [str(exc)]
+                excerpts[item] = response.text
+                continue
+            entries.append({"task_idx": idx, "task": task, "file": "gen_verifier", "code": out.python_code,
+                            "functions": verifier_functions(out.python_code), "reasoning": out.reasoning,
+                            "success_criteria": out.success_criteria, "failure_criteria": out.failure_criteria,
+                            "raw_response": response.text})
+            excerpts[item] = out.python_code
+        # Execute every new verifier on the unchanged initial database (the do-nothing agent).
+        initial = ctx.store.path(ctx.scenario, "initial.db")
+        fresh = [e for e in entries if e["task_idx"] not in kept]
+        jobs, owners = [], []
+        for e in fresh:
+            funcs = e["functions"]
+            if not funcs:
+                errors[f"task_{e['task_idx']}"] = ["defines neither verify_task nor verify_task_completion"]
+                continue
+            for fn in funcs:
+                jobs.append(VerifierJob(code=e["code"], initial_db=initial, final_db=initial, function=fn))
+                owners.append(e["task_idx"])
+        outcomes = run_verifiers(jobs, timeout_s=float(ctx.settings.get("verifier_timeout_s", 10)))
+        vacuous = 0
+        for idx, job, out in zip(owners, jobs, outcomes):
+            item = f"task_{idx}"
+            if not out.ok:
+                errors.setdefault(item, []).append(f"{job.function} failed on the unchanged initial database "
+                                                   f"({out.error_kind}): {out.error}")
+            elif job.function == "verify_task_completion" and out.verdict == "complete":
+                vacuous += 1
+                errors.setdefault(item, []).append("verify_task_completion reports 'complete' on the unchanged "
+                                                   "initial database (passes vacuously)")
+        good = [e for e in entries if f"task_{e['task_idx']}" not in errors]
+        bad_count = len(task_list) - len(good)
+        return AttemptResult(artifact={"verifiers": entries} if entries else None,
+                             error_rate=bad_count / max(len(task_list), 1), errors=errors,
+                             metrics={"verifiers": len(good), "vacuous": vacuous,
+                                      "regenerated": len(task_list) - len(kept)},
+                             prompts=sent, responses=raw, excerpts=excerpts)
+
+    def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
+        ctx.store.write_json(ctx.scenario, "verifiers.json", artifact)
+        return {"verifiers": len(artifact["verifiers"])}
+
+
+def build_stage(name: str, settings: dict[str, Any]):
+    """The stage object for `name`, with thresholds from settings."""
+    if name == "db_schema":
+        return SchemaStage(float(settings.get("schema_threshold", 0.10)))
+    if name == "sample_data":
+        return SampleDataStage(float(settings.get("sample_threshold", 0.10)))
+    return {"tasks": TasksStage, "api_spec": ApiSpecStage, "env_code": EnvCodeStage, "verifiers": VerifiersStage}[name]()

@@ -1,0 +1,407 @@
+"""AWM JSONL interop: import a folder of AWM-format files into the store, export the store back.
+
+Format (see ../shared/awm-corpus/README.md): one JSON object per line in `gen_scenario.jsonl`,
+`gen_tasks.jsonl`, `gen_db.jsonl`, `gen_sample.jsonl`, `gen_spec.jsonl`, `gen_envs.jsonl`,
+`gen_verifier.jsonl` (sql mode) and `gen_verifier.pure_code.jsonl` (code mode), joined by normalised
+scenario name. Partial folders are normal (the released sample has no complete scenario): a stage
+without a record is reported missing, never invented. Every bad line is reported with file, line and
+scenario and the rest is imported; a scenario's files are only replaced by ones that built cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from awm_resources.names import normalize_scenario_name
+from awm_resources.sqlite_build import (
+    SampleTable,
+    SchemaTable,
+    build_database,
+    sample_sql,
+    schema_sql,
+)
+from awm_resources.store import PIPELINE_STAGES, STAGE_FILES, ArtifactStore, atomic_write_bytes
+
+VERIFIER_FILES = ("gen_verifier", "gen_verifier.pure_code")
+IMPORT_THRESHOLD = 0.10  # the paper's tolerance for failing tables / inserts
+VERIFY_FUNCTIONS = re.compile(r"^\s*(?:async\s+)?def\s+(verify_task(?:_completion)?)\s*\(", re.M)
+OPERATION_ID = re.compile(r"operation_id\s*=\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]")
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ScenarioRecord(_Loose):
+    name: str
+    description: str | None = None
+
+
+class TasksRecord(_Loose):
+    scenario: str
+    tasks: list[str]
+
+
+class DbRecord(_Loose):
+    scenario: str
+    db_schema: dict[str, Any]
+    db_path: str | None = None
+
+
+class SampleRecord(_Loose):
+    scenario: str
+    sample_data: dict[str, Any]
+
+
+class SpecRecord(_Loose):
+    scenario: str
+    api_spec: dict[str, Any]
+
+
+class EnvRecord(_Loose):
+    scenario: str
+    full_code: str
+    db_path: str | None = None
+
+
+class VerifierRecord(_Loose):
+    scenario: str
+    task_idx: int
+    task: str | None = None
+    verification: dict[str, Any]
+
+
+@dataclass
+class ImportIssue:
+    file: str
+    line: int | None
+    scenario: str | None
+    problem: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where} [{self.scenario or '?'}]: {self.problem}"
+
+
+@dataclass
+class ScenarioImport:
+    key: str
+    name: str
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)  # stage -> metadata
+    missing: list[str] = field(default_factory=list)
+    written: bool = False
+
+
+@dataclass
+class ImportReport:
+    source: str
+    scenarios: dict[str, ScenarioImport] = field(default_factory=dict)
+    issues: list[ImportIssue] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "scenarios": {k: {"name": s.name, "stages": s.stages, "missing": s.missing, "written": s.written}
+                          for k, s in self.scenarios.items()},
+            "issues": [vars(i) for i in self.issues],
+        }
+
+
+@dataclass
+class _Located:
+    record: Any
+    file: str
+    line: int
+
+
+@dataclass
+class _Parts:
+    name: str | None = None
+    by_file: dict[str, _Located] = field(default_factory=dict)
+    verifiers: dict[tuple[str, int], _Located] = field(default_factory=dict)
+
+
+_FILE_MODELS: dict[str, tuple[type[_Loose], str]] = {
+    "gen_scenario": (ScenarioRecord, "name"),
+    "gen_tasks": (TasksRecord, "scenario"),
+    "gen_db": (DbRecord, "scenario"),
+    "gen_sample": (SampleRecord, "scenario"),
+    "gen_spec": (SpecRecord, "scenario"),
+    "gen_envs": (EnvRecord, "scenario"),
+    "gen_verifier": (VerifierRecord, "scenario"),
+    "gen_verifier.pure_code": (VerifierRecord, "scenario"),
+}
+
+
+def _short_error(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:3])
+
+
+def read_awm_dir(src: Path, issues: list[ImportIssue]) -> dict[str, _Parts]:
+    """Parse every AWM file in `src` into per-scenario parts, reporting bad lines instead of failing."""
+    parts: dict[str, _Parts] = defaultdict(_Parts)
+    found = False
+    for stem, (model, key_field) in _FILE_MODELS.items():
+        path = src / f"{stem}.jsonl"
+        if not path.is_file():
+            continue
+        found = True
+        fname = path.name
+        for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                issues.append(ImportIssue(fname, lineno, None, f"malformed JSON ({exc.msg} at column {exc.colno})"))
+                continue
+            name = obj.get(key_field) if isinstance(obj, dict) else None
+            if not isinstance(name, str) or not name.strip():
+                issues.append(ImportIssue(fname, lineno, None, f"record has no string {key_field!r} field"))
+                continue
+            try:
+                key = normalize_scenario_name(name)
+                rec = model.model_validate(obj)
+            except (ValidationError, ValueError) as exc:
+                msg = _short_error(exc) if isinstance(exc, ValidationError) else str(exc)
+                issues.append(ImportIssue(fname, lineno, name, f"invalid record: {msg}"))
+                continue
+            p = parts[key]
+            if stem == "gen_scenario" or p.name is None:
+                p.name = name if stem == "gen_scenario" or p.name is None else p.name
+            if isinstance(rec, VerifierRecord):
+                if rec.verification.get("code") in (None, ""):
+                    issues.append(ImportIssue(fname, lineno, key, f"task {rec.task_idx}: verifier code is null (generation failed); skipped"))
+                    continue
+                vkey = (stem, rec.task_idx)
+                if vkey in p.verifiers:
+                    first = p.verifiers[vkey].line
+                    issues.append(ImportIssue(fname, lineno, key, f"duplicate verifier for task {rec.task_idx} (first at line {first}); kept the first"))
+                    continue
+                p.verifiers[vkey] = _Located(rec, fname, lineno)
+            else:
+                if stem in p.by_file:
+                    first = p.by_file[stem].line
+                    issues.append(ImportIssue(fname, lineno, key, f"duplicate record for this scenario (first at line {first}); kept the first"))
+                    continue
+                p.by_file[stem] = _Located(rec, fname, lineno)
+    if not found:
+        raise FileNotFoundError(f"{src} holds no AWM files (expected gen_scenario.jsonl, gen_tasks.jsonl, ...)")
+    return parts
+
+
+def _count_tools(code: str) -> int:
+    return len(set(OPERATION_ID.findall(code)))
+
+
+def _spec_operations(api_spec: dict[str, Any]) -> list[str]:
+    return [ep.get("operation_id") for g in api_spec.get("api_groups", []) for ep in g.get("endpoints", [])
+            if isinstance(ep, dict) and ep.get("operation_id")]
+
+
+def _verifier_entry(loc: _Located, file_stem: str) -> dict[str, Any]:
+    rec: VerifierRecord = loc.record
+    code = rec.verification["code"]
+    entry: dict[str, Any] = {
+        "task_idx": rec.task_idx,
+        "task": rec.task,
+        "file": file_stem,
+        "functions": VERIFY_FUNCTIONS.findall(code),
+        "code": code,
+        "verification": rec.verification,
+    }
+    raw = rec.verification.get("raw_response")
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw)
+            for k in ("reasoning", "success_criteria", "failure_criteria"):
+                if isinstance(parsed.get(k), str):
+                    entry[k] = parsed[k]
+        except (json.JSONDecodeError, AttributeError):
+            pass
+    return entry
+
+
+def _stage_files(parts: _Parts, key: str, staging: Path, issues: list[ImportIssue]) -> tuple[dict, dict]:
+    """Write a scenario's artifacts into `staging`; return (stage -> metadata, stage -> written files)."""
+    meta: dict[str, dict[str, Any]] = {}
+    files: dict[str, list[str]] = {}
+
+    def put(stage: str, name: str, data: str | bytes) -> None:
+        (staging / name).write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+        files.setdefault(stage, []).append(name)
+
+    b = parts.by_file
+    sc = b.get("gen_scenario")
+    scenario_doc = {
+        "name": parts.name or key,
+        "key": key,
+        "description": sc.record.description if sc else None,
+        "source": "imported",
+    }
+    if sc is None:
+        issues.append(ImportIssue("gen_scenario.jsonl", None, key, "scenario has no gen_scenario record (no description)"))
+    put("scenario", "scenario.json", json.dumps(scenario_doc, indent=2, ensure_ascii=False))
+    meta["scenario"] = {"has_description": sc is not None}
+
+    if "gen_tasks" in b:
+        tasks = b["gen_tasks"].record.tasks
+        put("tasks", "tasks.json", json.dumps({"tasks": tasks}, indent=2, ensure_ascii=False))
+        meta["tasks"] = {"tasks": len(tasks), "valid": bool(tasks) and len(set(tasks)) == len(tasks)}
+
+    tables: list[SchemaTable] | None = None
+    if "gen_db" in b:
+        loc = b["gen_db"]
+        try:
+            tables = [SchemaTable.model_validate(t) for t in loc.record.db_schema.get("tables", [])]
+        except ValidationError as exc:
+            issues.append(ImportIssue(loc.file, loc.line, key, f"db_schema: {_short_error(exc)}"))
+        if tables is not None:
+            raw_tables = loc.record.db_schema.get("tables", [])
+            put("db_schema", "schema.json", json.dumps({"tables": raw_tables, "db_path": loc.record.db_path}, indent=2, ensure_ascii=False))
+            put("db_schema", "schema.sql", schema_sql(tables))
+
+    samples: list[SampleTable] | None = None
+    if "gen_sample" in b and tables is not None:
+        loc = b["gen_sample"]
+        try:
+            samples = [SampleTable.model_validate(t) for t in loc.record.sample_data.get("tables", [])]
+        except ValidationError as exc:
+            issues.append(ImportIssue(loc.file, loc.line, key, f"sample_data: {_short_error(exc)}"))
+    elif "gen_sample" in b:
+        loc = b["gen_sample"]
+        issues.append(ImportIssue(loc.file, loc.line, key, "sample data without a usable schema; skipped"))
+
+    if tables is not None:
+        db_tmp = staging / "initial.db"
+        result = build_database(db_tmp, tables, samples)
+        for f in result.failures:
+            src = b["gen_db"] if f.kind in ("ddl", "index") else b["gen_sample"]
+            issues.append(ImportIssue(src.file, src.line, key, f"{f.kind} #{f.index} for table {f.table} failed: {f.error} -- {f.statement}"))
+        meta["db_schema"] = {"tables": result.tables_total, "tables_failed": result.tables_failed,
+                             "indexes_failed": result.indexes_failed,
+                             "error_rate": round(result.table_error_rate, 4),
+                             "valid": result.table_error_rate <= IMPORT_THRESHOLD}
+        if samples is not None:
+            loc = b["gen_sample"]
+            put("sample_data", "sample.json", json.dumps({"tables": loc.record.sample_data.get("tables", []),
+                                                          "tables_count": getattr(loc.record, "tables_count", None),
+                                                          "inserts_count": getattr(loc.record, "inserts_count", None)},
+                                                         indent=2, ensure_ascii=False))
+            put("sample_data", "sample.sql", sample_sql(samples))
+            files["sample_data"].append("initial.db")
+            meta["sample_data"] = {"inserts": result.inserts_total, "inserts_failed": result.inserts_failed,
+                                   "sample_rows": result.rows, "error_rate": round(result.insert_error_rate, 4),
+                                   "valid": result.insert_error_rate <= IMPORT_THRESHOLD,
+                                   "failed_statements": [f.model_dump() for f in result.failures if f.kind == "insert"][:20]}
+        else:
+            db_tmp.unlink(missing_ok=True)
+
+    if "gen_spec" in b:
+        spec = b["gen_spec"].record.api_spec
+        put("api_spec", "api_spec.json", json.dumps(spec, indent=2, ensure_ascii=False))
+        ops = _spec_operations(spec)
+        meta["api_spec"] = {"endpoints": len(ops), "groups": len(spec.get("api_groups", [])),
+                            "valid": bool(ops) and len(set(ops)) == len(ops)}
+
+    if "gen_envs" in b:
+        code = b["gen_envs"].record.full_code
+        put("env_code", "server.py", code)
+        meta["env_code"] = {"tools": _count_tools(code), "lines_of_code": len(code.splitlines()),
+                            "valid": _count_tools(code) > 0,
+                            "db_path": b["gen_envs"].record.db_path}
+
+    if parts.verifiers:
+        entries = [_verifier_entry(loc, stem) for (stem, _), loc in sorted(parts.verifiers.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
+        put("verifiers", "verifiers.json", json.dumps({"verifiers": entries}, indent=2, ensure_ascii=False))
+        covered = {e["task_idx"] for e in entries if e["functions"]}
+        n_tasks = len(b["gen_tasks"].record.tasks) if "gen_tasks" in b else 0
+        meta["verifiers"] = {"verifiers": len(covered), "entries": len(entries), "valid": bool(covered) and len(covered) >= n_tasks,
+                             "modes": sorted({"sql" if "verify_task" in e["functions"] else "code" for e in entries})}
+    return meta, files
+
+
+def import_awm_dir(src: Path | str, store: ArtifactStore) -> ImportReport:
+    """Import every scenario found in `src` into `store`; see the module docstring for the rules."""
+    src = Path(src)
+    report = ImportReport(source=str(src.resolve()))
+    parts_by_key = read_awm_dir(src, report.issues)
+    store.scenarios_root.mkdir(parents=True, exist_ok=True)
+    for key, parts in sorted(parts_by_key.items()):
+        staging = Path(tempfile.mkdtemp(prefix=f".import-{key}-", dir=store.scenarios_root))
+        try:
+            meta, files = _stage_files(parts, key, staging, report.issues)
+            target = store.scenario_dir(key)
+            target.mkdir(parents=True, exist_ok=True)
+            for stage, names in files.items():
+                for name in names:
+                    atomic_write_bytes(target / name, (staging / name).read_bytes())
+                store.write_stage_status(key, stage, {"source": "imported", "source_dir": str(src), **meta.get(stage, {})})
+            imp = ScenarioImport(key=key, name=parts.name or key, stages=meta, written=True)
+            imp.missing = [s for s in PIPELINE_STAGES if s not in files]
+            report.scenarios[key] = imp
+        except Exception as exc:  # noqa: BLE001 - one scenario's failure must not stop the others
+            report.issues.append(ImportIssue(str(src), None, key, f"import failed, store left unchanged: {type(exc).__name__}: {exc}"))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return report
+
+
+# -- export ---------------------------------------------------------------------------------------
+
+def export_awm_dir(store: ArtifactStore, dest: Path | str, scenarios: list[str] | None = None) -> dict[str, int]:
+    """Write the store's scenarios back as AWM JSONL files in `dest`; returns lines written per file."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    lines: dict[str, list[str]] = {stem: [] for stem in _FILE_MODELS}
+
+    def emit(stem: str, obj: dict[str, Any]) -> None:
+        lines[stem].append(json.dumps(obj, ensure_ascii=False))
+
+    for key in scenarios or store.list_scenarios():
+        sc = store.read_json(key, "scenario.json")
+        name = sc.get("name") or key
+        if sc.get("description") is not None:
+            emit("gen_scenario", {"name": name, "description": sc["description"]})
+        if store.has(key, "tasks.json"):
+            emit("gen_tasks", {"scenario": name, "tasks": store.read_json(key, "tasks.json")["tasks"]})
+        if store.has(key, "schema.json"):
+            schema = store.read_json(key, "schema.json")
+            emit("gen_db", {"scenario": name, "db_schema": {"tables": schema["tables"]},
+                            "db_path": schema.get("db_path") or f"./outputs/databases/{key}.db"})
+        if store.has(key, "sample.json"):
+            sample = store.read_json(key, "sample.json")
+            tables = sample["tables"]
+            emit("gen_sample", {"scenario": name,
+                                "tables_count": sample.get("tables_count") or len(tables),
+                                "inserts_count": sample.get("inserts_count") or sum(len(t.get("insert_statements", [])) for t in tables),
+                                "sample_data": {"tables": tables}})
+        if store.has(key, "api_spec.json"):
+            emit("gen_spec", {"scenario": name, "api_spec": store.read_json(key, "api_spec.json")})
+        if store.has(key, "server.py"):
+            status = store.stage_status(key, "env_code") or {}
+            emit("gen_envs", {"scenario": name, "db_path": status.get("db_path") or f"./outputs/databases/{key}.db",
+                              "full_code": store.read_text(key, "server.py")})
+        if store.has(key, "verifiers.json"):
+            for v in store.read_json(key, "verifiers.json")["verifiers"]:
+                stem = v.get("file") or ("gen_verifier" if "verify_task" in v.get("functions", []) else "gen_verifier.pure_code")
+                verification = v.get("verification") or {"code": v["code"], "raw_response": v.get("raw_response")}
+                emit(stem, {"scenario": key, "task_idx": v["task_idx"], "task": v.get("task"), "verification": verification})
+    written = {}
+    for stem, rows in lines.items():
+        if rows:
+            (dest / f"{stem}.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+            written[f"{stem}.jsonl"] = len(rows)
+    return written
+
+
+Loader = Callable[[Path], ImportReport]

@@ -1,0 +1,153 @@
+"""Build a SQLite database from AWM schema tables and sample inserts, recording every failing statement.
+
+Shared by the importer and the synthesis stages (schema and sample-data checks), so that an imported
+environment and a synthesized one are judged by the same rules: DDL then indexes per table, in order;
+INSERTs with foreign keys on; single failures tolerated and reported.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Iterable
+
+from pydantic import BaseModel, Field
+
+STATEMENT_TIME_LIMIT_S = 5.0
+
+
+class SchemaTable(BaseModel):
+    name: str
+    ddl: str
+    indexes: list[str] = Field(default_factory=list)
+
+
+class SampleTable(BaseModel):
+    table_name: str
+    reasoning: str | None = None
+    insert_statements: list[str] = Field(default_factory=list)
+
+
+class StatementFailure(BaseModel):
+    kind: str  # "ddl" | "index" | "insert"
+    table: str
+    index: int  # position of the statement within its table's list
+    statement: str
+    error: str
+
+
+class BuildResult(BaseModel):
+    tables_total: int = 0
+    tables_failed: int = 0
+    indexes_failed: int = 0
+    inserts_total: int = 0
+    inserts_failed: int = 0
+    failures: list[StatementFailure] = Field(default_factory=list)
+    tables_created: list[str] = Field(default_factory=list)
+    rows: int = 0
+
+    @property
+    def table_error_rate(self) -> float:
+        return self.tables_failed / self.tables_total if self.tables_total else 1.0
+
+    @property
+    def insert_error_rate(self) -> float:
+        return self.inserts_failed / self.inserts_total if self.inserts_total else 1.0
+
+
+class _Guarded:
+    """A connection whose statements are aborted after STATEMENT_TIME_LIMIT_S (runaway recursive CTEs)."""
+
+    def __init__(self, path: Path | str):
+        self.conn = sqlite3.connect(str(path), isolation_level=None)
+        self.deadline = 0.0
+        self.conn.set_progress_handler(lambda: 1 if time.monotonic() > self.deadline else 0, 10_000)
+
+    def execute(self, sql: str) -> None:
+        self.deadline = time.monotonic() + STATEMENT_TIME_LIMIT_S
+        try:
+            self.conn.execute(sql)
+        except sqlite3.ProgrammingError as exc:  # several statements in one string: run them as a script
+            if "one statement" not in str(exc):
+                raise
+            self.conn.executescript(sql)
+
+
+def _short(sql: str, limit: int = 300) -> str:
+    sql = " ".join(sql.split())
+    return sql if len(sql) <= limit else sql[:limit] + " ..."
+
+
+def apply_schema(conn: _Guarded, tables: Iterable[SchemaTable], result: BuildResult) -> None:
+    for table in tables:
+        result.tables_total += 1
+        try:
+            conn.execute(table.ddl)
+            result.tables_created.append(table.name)
+        except sqlite3.Error as exc:
+            result.tables_failed += 1
+            result.failures.append(StatementFailure(kind="ddl", table=table.name, index=0,
+                                                    statement=_short(table.ddl), error=str(exc)))
+            continue
+        for i, index_sql in enumerate(table.indexes):
+            try:
+                conn.execute(index_sql)
+            except sqlite3.Error as exc:
+                result.indexes_failed += 1
+                result.failures.append(StatementFailure(kind="index", table=table.name, index=i,
+                                                        statement=_short(index_sql), error=str(exc)))
+
+
+def apply_inserts(conn: _Guarded, tables: Iterable[SampleTable], result: BuildResult) -> None:
+    conn.execute("PRAGMA foreign_keys=ON")
+    for table in tables:
+        for i, sql in enumerate(table.insert_statements):
+            result.inserts_total += 1
+            try:
+                conn.execute("SAVEPOINT stmt")
+                conn.execute(sql)
+                conn.execute("RELEASE stmt")
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK TO stmt")
+                conn.execute("RELEASE stmt")
+                result.inserts_failed += 1
+                result.failures.append(StatementFailure(kind="insert", table=table.table_name, index=i,
+                                                        statement=_short(sql), error=str(exc)))
+
+
+def count_rows(conn: sqlite3.Connection) -> int:
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'")]
+    return sum(conn.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names)
+
+
+def build_database(path: Path, tables: list[SchemaTable], samples: list[SampleTable] | None) -> BuildResult:
+    """Create `path` (must not exist) from the schema, then the inserts if given."""
+    result = BuildResult()
+    guarded = _Guarded(path)
+    try:
+        apply_schema(guarded, tables, result)
+        if samples is not None:
+            apply_inserts(guarded, samples, result)
+        result.rows = count_rows(guarded.conn)
+    finally:
+        guarded.conn.close()
+    return result
+
+
+def schema_sql(tables: list[SchemaTable]) -> str:
+    """Human-readable, executable form of the schema (what `schema.sql` holds)."""
+    parts = []
+    for t in tables:
+        parts.append(f"-- table: {t.name}\n{t.ddl.strip().rstrip(';')};")
+        parts.extend(f"{ix.strip().rstrip(';')};" for ix in t.indexes)
+    return "\n\n".join(parts) + "\n"
+
+
+def sample_sql(samples: list[SampleTable]) -> str:
+    """Human-readable, executable form of the sample data (what `sample.sql` holds)."""
+    parts = ["PRAGMA foreign_keys=ON;"]
+    for t in samples:
+        parts.append(f"-- table: {t.table_name}")
+        parts.extend(f"{s.strip().rstrip(';')};" for s in t.insert_statements)
+    return "\n".join(parts) + "\n"

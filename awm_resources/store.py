@@ -1,0 +1,163 @@
+"""The artifact store: one folder per scenario under `$AWM_HOME/scenarios/`, every write atomic.
+
+Stages write their artifacts here (never through an IO manager) so that the Dagster UI, the CLI, the
+runtime and the trainer all read the same files. A write goes to a temp file in the same folder and is
+renamed into place, so a crash mid-write never leaves a half-written artifact, and a failed stage never
+touches what an earlier successful one stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from awm_resources.names import normalize_scenario_name
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+# Stage name -> the artifact files it owns (relative to the scenario folder).
+STAGE_FILES: dict[str, tuple[str, ...]] = {
+    "scenario": ("scenario.json",),
+    "tasks": ("tasks.json",),
+    "db_schema": ("schema.sql", "schema.json"),
+    "sample_data": ("sample.sql", "sample.json", "initial.db"),
+    "api_spec": ("api_spec.json",),
+    "env_code": ("server.py",),
+    "verifiers": ("verifiers.json",),
+}
+STAGES: tuple[str, ...] = tuple(STAGE_FILES)
+PIPELINE_STAGES: tuple[str, ...] = STAGES[1:]  # the per-scenario stages after the scenario itself
+
+
+def default_home() -> Path:
+    """`$AWM_HOME`, or `.awm_home/` inside the project (ignored by git)."""
+    return Path(os.environ.get("AWM_HOME") or PROJECT_ROOT / ".awm_home").resolve()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` via a temp file in the same folder + fsync + rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temp path to build a file in (e.g. a SQLite database); renamed onto `path` on success."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    tmp_path.unlink()
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+class ArtifactStore:
+    """Files of every scenario, plus per-stage status and attempt records."""
+
+    def __init__(self, root: Path | str | None = None):
+        self.root = Path(root).resolve() if root else default_home()
+        self.scenarios_root = self.root / "scenarios"
+
+    # -- layout -------------------------------------------------------------------------------
+    def scenario_dir(self, key: str) -> Path:
+        if key != normalize_scenario_name(key):
+            raise ValueError(f"{key!r} is not a normalised scenario key")
+        return self.scenarios_root / key
+
+    def path(self, key: str, filename: str) -> Path:
+        return self.scenario_dir(key) / filename
+
+    def list_scenarios(self) -> list[str]:
+        if not self.scenarios_root.is_dir():
+            return []
+        return sorted(p.name for p in self.scenarios_root.iterdir() if (p / "scenario.json").is_file())
+
+    def has(self, key: str, filename: str) -> bool:
+        return self.path(key, filename).is_file()
+
+    # -- reads --------------------------------------------------------------------------------
+    def read_json(self, key: str, filename: str) -> Any:
+        path = self.path(key, filename)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"scenario {key!r} has no {filename} (looked at {path})") from None
+
+    def read_text(self, key: str, filename: str) -> str:
+        path = self.path(key, filename)
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"scenario {key!r} has no {filename} (looked at {path})") from None
+
+    # -- writes -------------------------------------------------------------------------------
+    def write_json(self, key: str, filename: str, obj: Any) -> Path:
+        path = self.path(key, filename)
+        atomic_write_json(path, obj)
+        return path
+
+    def write_text(self, key: str, filename: str, text: str) -> Path:
+        path = self.path(key, filename)
+        atomic_write_text(path, text)
+        return path
+
+    # -- stage status -------------------------------------------------------------------------
+    def stage_status(self, key: str, stage: str) -> dict[str, Any] | None:
+        """What the last successful materialization of `stage` recorded (metadata), or None."""
+        path = self.path(key, f"status/{stage}.json")
+        if not path.is_file():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def write_stage_status(self, key: str, stage: str, status: dict[str, Any]) -> None:
+        self.write_json(key, f"status/{stage}.json", {**status, "stage": stage, "written_at": time.time()})
+
+    def present_stages(self, key: str) -> list[str]:
+        """Stages whose every artifact file exists."""
+        return [s for s in STAGES if all(self.has(key, f) for f in STAGE_FILES[s])]
+
+    # -- attempts -----------------------------------------------------------------------------
+    def attempts_dir(self, key: str, stage: str) -> Path:
+        return self.scenario_dir(key) / "attempts" / stage
+
+    def record_attempt(self, key: str, stage: str, number: int, record: dict[str, Any]) -> Path:
+        path = self.attempts_dir(key, stage) / f"{number}.json"
+        atomic_write_json(path, {**record, "attempt": number, "stage": stage, "recorded_at": time.time()})
+        return path
+
+    def list_attempts(self, key: str, stage: str) -> list[dict[str, Any]]:
+        folder = self.attempts_dir(key, stage)
+        if not folder.is_dir():
+            return []
+        files = sorted(folder.glob("*.json"), key=lambda p: int(p.stem))
+        return [json.loads(p.read_text(encoding="utf-8")) for p in files]
+
+    def clear_attempts(self, key: str, stage: str) -> None:
+        shutil.rmtree(self.attempts_dir(key, stage), ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Everything that runs environments: runtime, agent loop, verification, reward, training. Never imports awm_assets."""

@@ -1,0 +1,54 @@
+"""Shared fixtures: the real AWM corpus imported into a temporary store, and a safe environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CORPUS_DIR = (PROJECT_ROOT.parent / "shared" / "awm-corpus").resolve()
+GENERATED_DIR = CORPUS_DIR / "generated"
+AWM1K_DIR = CORPUS_DIR / "awm1k-sample"
+GENERATED_SCENARIOS = ["doordash_drive_delivery_tracking", "etsy_digital_downloads", "fortnite_item_shop",
+                       "gofundme", "rover"]
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_home(tmp_path_factory):
+    """Never let a test write into the project's own .awm_home or .dagster_home."""
+    home = tmp_path_factory.mktemp("awm_home")
+    old = os.environ.get("AWM_HOME")
+    os.environ["AWM_HOME"] = str(home)
+    os.environ.setdefault("DAGSTER_HOME", str(tmp_path_factory.mktemp("dagster_home")))
+    yield home
+    if old is None:
+        os.environ.pop("AWM_HOME", None)
+    else:
+        os.environ["AWM_HOME"] = old
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    if not GENERATED_DIR.is_dir():
+        pytest.fail(f"the AWM corpus is missing: expected {GENERATED_DIR} (../shared beside the project)")
+    return CORPUS_DIR
+
+
+@pytest.fixture(scope="session")
+def corpus_store(corpus_dir, tmp_path_factory):
+    """An ArtifactStore holding the 5 `generated/` scenarios and the awm1k-sample partial ones."""
+    from awm_resources.interop import import_awm_dir
+    from awm_resources.store import ArtifactStore
+
+    store = ArtifactStore(tmp_path_factory.mktemp("corpus_store"))
+    for sub in ("generated", "awm1k-sample"):
+        report = import_awm_dir(corpus_dir / sub, store)
+        assert report.scenarios, f"nothing imported from {sub}"
+    return store
