@@ -4,15 +4,13 @@ import dagster as dg
 
 from awm_resources.store import PIPELINE_STAGES
 
-from awm_assets.partitions import scenario_partitions, seed_batch_partitions
-
 generate_scenarios_job = dg.define_asset_job(
     "generate_scenarios", selection=dg.AssetSelection.assets("scenario_generation"),
-    partitions_def=seed_batch_partitions, description="Scenario generation for one seed batch.")
+    description="Scenario generation for one seed batch.")
 
 synthesize_scenario_job = dg.define_asset_job(
     "synthesize_scenario", selection=dg.AssetSelection.assets(*PIPELINE_STAGES),
-    partitions_def=scenario_partitions, executor_def=dg.in_process_executor,
+    executor_def=dg.in_process_executor,
     description="All six stages of one scenario, each self-correcting through retries.")
 
 catalog_job = dg.define_asset_job(

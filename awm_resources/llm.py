@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import sqlite3
 import threading
@@ -87,7 +88,7 @@ def quote(text: str, head: int = 600, tail: int = 300) -> str:
 
 
 # -- parsing ----------------------------------------------------------------------------------------
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n```|\Z)", re.S)
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n?```|\Z)", re.S)
 
 
 def _balanced_spans(text: str, opener: str, closer: str) -> list[str]:
@@ -152,7 +153,7 @@ def extract_code(text: str, language: str = "python") -> str:
     blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
     preferred = [b for lang, b in blocks if lang in (language, "py" if language == "python" else language)]
     pool = preferred or [b for _, b in blocks]
-    if pool:
+    if pool and max(pool, key=len).strip():
         return max(pool, key=len).strip("\n") + "\n"
     if "```" in text:
         raise LLMOutputError("unterminated or empty code fence", text)
@@ -176,7 +177,8 @@ class ResponseCache:
 
     @staticmethod
     def key(model: str, messages: list[dict], params: dict[str, Any]) -> str:
-        blob = json.dumps({"model": model, "messages": messages, "params": params}, sort_keys=True, ensure_ascii=False)
+        blob = json.dumps({"model": model, "messages": messages, "params": params}, sort_keys=True,
+                          ensure_ascii=False, default=repr)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def get(self, key: str) -> LLMResponse | None:
@@ -258,7 +260,7 @@ class LLMClient:
         rows = [r for r in self.ledger if (stage is None or r["stage"] == stage) and (scenario is None or r["scenario"] == scenario)]
         return {"llm_calls": len(rows), "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
                 "completion_tokens": sum(r["completion_tokens"] for r in rows),
-                "cost_usd": round(sum(r["cost_usd"] for r in rows), 6), "cached_calls": sum(r["cached"] for r in rows)}
+                "cost_usd": round(sum(r["cost_usd"] for r in rows), 9), "cached_calls": sum(r["cached"] for r in rows)}
 
     # -- backends ---------------------------------------------------------------------------------
     def _replay(self, messages: list[dict], tag: CallTag) -> LLMResponse:
@@ -273,7 +275,9 @@ class LLMClient:
                            completion_tokens=len(text) // 4, tokens_estimated=True)
 
     def _complete(self, messages: list[dict], params: dict[str, Any], tag: CallTag) -> LLMResponse:
-        import litellm  # imported lazily: it is slow to import and unused offline
+        # Imported lazily (slow, unused offline); use the bundled price map instead of fetching one.
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
 
         attempt = 0
         while True:
