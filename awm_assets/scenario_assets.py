@@ -12,7 +12,7 @@ from awm_resources.store_resource import StoreResource
 
 from awm_assets.partitions import scenario_partitions, seed_batch_partitions
 from awm_assets.resources import SynthesisSettings
-from awm_assets.synthesis.scenarios import GenerationSettings, generate_scenarios, register_accepted
+from awm_assets.synthesis.scenarios import GenerationSettings, generate_scenarios, record_batch, register_accepted
 from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
 
 
@@ -47,6 +47,7 @@ def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConf
     except ReplayMissingError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from exc
     keys = register_accepted(result, st, batch)
+    record_batch(st, batch, result)
     new = [k for k in keys if not context.instance.has_dynamic_partition(scenario_partitions.name, k)]
     if new:
         context.instance.add_dynamic_partitions(scenario_partitions.name, new)

@@ -11,6 +11,7 @@ from awm_resources.store import STAGES, ArtifactStore
 
 from awm_assets.jobs import catalog_job, generate_scenarios_job, synthesize_scenario_job
 from awm_assets.partitions import scenario_partitions, seed_batch_partitions
+from awm_assets.synthesis.scenarios import batch_already_generated
 from awm_assets.synthesis.seeds import DEFAULT_SEED_DIR, SeedFileError, find_seed_files, read_seed_batch
 
 
@@ -27,6 +28,7 @@ def batch_run_config(path: Path) -> dict:
                        "for each new or changed seed batch.")
 def seed_batch_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+    store = ArtifactStore()
     new_keys, requests = [], []
     for path in find_seed_files(seed_dir()):
         try:
@@ -36,7 +38,8 @@ def seed_batch_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
                 context.log.error(str(exc))
             seen[str(path)] = "invalid"
             continue
-        if seen.get(str(path)) == batch.digest:
+        if seen.get(str(path)) == batch.digest or batch_already_generated(store, batch):
+            seen[str(path)] = batch.digest
             continue
         seen[str(path)] = batch.digest
         if not context.instance.has_dynamic_partition(seed_batch_partitions.name, batch.key):

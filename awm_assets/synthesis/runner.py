@@ -149,10 +149,10 @@ def run_attempt(spec: StageSpec, ctx: AttemptContext, log_fn: Callable[[str], No
         joined = "\n\n".join(f"[{k}] {v}" for k, v in summaries.items()) or "(no error text)"
         log_fn(f"{stage} attempt {ctx.attempt} failed (error rate {result.error_rate:.0%}); retrying with the summary")
         raise AttemptFailed(stage, key, ctx.attempt, result.error_rate, joined)
-    usable = [r for r in history if r.get("artifact") is not None]
+    usable = [r for r in history if r.get("artifact") is not None and r["error_rate"] < 1.0]
     if not usable:
-        raise StageExhausted(f"{stage} for {key!r}: all {ctx.attempt} attempts failed and none produced a usable "
-                             f"artifact; last errors: {json.dumps(result.errors)[:2000]}")
+        raise StageExhausted(f"all {ctx.attempt} attempts failed completely, none is worth keeping; "
+                             f"last errors: {json.dumps(result.errors)[:2000]}")
     best = min(usable, key=lambda r: (r["error_rate"], -r["attempt"]))
     log_fn(f"{stage}: no attempt met the {spec.threshold:.0%} threshold; keeping attempt {best['attempt']} "
            f"(error rate {best['error_rate']:.0%}) as degraded")

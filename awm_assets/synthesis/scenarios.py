@@ -113,3 +113,23 @@ def register_accepted(result: GenerationResult, store: ArtifactStore, batch: See
                                                   "source": "synthesized"})
         keys.append(d.key)
     return keys
+
+
+def batch_record_path(store: ArtifactStore, batch_key: str):
+    return store.root / "batches" / f"{batch_key}.json"
+
+
+def record_batch(store: ArtifactStore, batch: SeedBatch, result: GenerationResult) -> None:
+    """Remember which file version a batch was generated from, so sensors do not generate it twice."""
+    from awm_resources.store import atomic_write_json
+
+    atomic_write_json(batch_record_path(store, batch.key), {
+        "batch": batch.key, "path": str(batch.path), "digest": batch.digest, "counts": result.counts(),
+        "decisions": [vars(d) for d in result.decisions]})
+
+
+def batch_already_generated(store: ArtifactStore, batch: SeedBatch) -> bool:
+    import json
+
+    path = batch_record_path(store, batch.key)
+    return path.is_file() and json.loads(path.read_text(encoding="utf-8")).get("digest") == batch.digest

@@ -1,0 +1,67 @@
+"""`evaluation` asset: run a policy over the environment catalog and record pass rates (thin; see
+awm_rl.evaluation). Needs the `store` and `judge_llm` resources (the judge LLM is configured
+apart from the synthesis LLM; `replay`/code mode works offline)."""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from awm_resources.llm import LLMResource
+from awm_resources.store_resource import StoreResource
+
+
+class EvaluationConfig(dg.Config):
+    policy: str = Field(default="reference", description="reference | chat:<litellm model> | transformers:<path> | tiny | vllm:<model>")
+    policy_api_base: str | None = Field(default=None, description="API base for chat:hosted_vllm/... policies")
+    judge_mode: str = Field(default="code", description="code (verifier only, offline) | llm | sql")
+    tasks_per_env: int = Field(default=3, description="tasks evaluated per environment")
+    window: int = Field(default=10, description="history window w (-1: full history)")
+    max_turns: int = 20
+    concurrency: int = 4
+    temperature: float = 1.0
+    max_new_tokens: int = 2048
+
+
+@dg.asset(
+    deps=["environment_catalog"],
+    group_name="evaluation",
+    kinds={"python"},
+    description="Pass rate of a policy over the catalog: overall, per environment and per difficulty bucket.",
+)
+def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, store: StoreResource,
+               judge_llm: LLMResource) -> dg.MaterializeResult:
+    from awm_rl.agent import make_policy
+    from awm_rl.evaluation import evaluate
+    from awm_rl.reward import Judge
+    from awm_rl.runtime.pool import EnvironmentPool
+
+    st = store.get_store()
+    policy = make_policy(config.policy, api_base=config.policy_api_base, temperature=config.temperature,
+                         max_new_tokens=config.max_new_tokens)
+    judge = Judge(config.judge_mode, llm=judge_llm.get_client() if config.judge_mode != "code" else None)  # type: ignore[arg-type]
+    out_dir = st.root / "evaluations" / f"{time.strftime('%Y%m%d-%H%M%S')}-{context.run_id[:8]}"
+    with EnvironmentPool(st.root) as pool:
+        report = evaluate(st, pool, policy, judge, out_dir=out_dir, tasks_per_env=config.tasks_per_env,
+                          window=None if config.window < 0 else config.window, max_turns=config.max_turns,
+                          concurrency=config.concurrency)
+    context.log.info(f"{report.episodes} episodes, pass rate {report.pass_rate:.1%}")
+    env_rows = ["| environment | episodes | pass rate | format errors | env errors | mean turns |", "|---|---|---|---|---|---|"]
+    env_rows += [f"| {k} | {v['episodes']} | {v['pass_rate']:.0%} | {v['format_error_rate']:.0%} | "
+                 f"{v['environment_error_rate']:.0%} | {v['mean_turns']} |" for k, v in report.per_environment.items()]
+    image = base64.b64encode(Path(report.plot).read_bytes()).decode() if report.plot else ""
+    return dg.MaterializeResult(metadata={
+        "policy": policy.name, "judge_mode": config.judge_mode, "episodes": report.episodes,
+        "pass_rate": report.pass_rate, "mean_reward": report.mean_reward,
+        "format_error_rate": report.format_error_rate, "environment_error_rate": report.environment_error_rate,
+        "mean_turns": report.mean_turns, "judge_cost_usd": report.judge_cost_usd, "wall_s": report.wall_s,
+        "excluded_tasks": sum(len(v) for v in report.excluded_tasks.values()),
+        "per_environment": dg.MetadataValue.md("\n".join(env_rows)),
+        "per_bucket": dg.MetadataValue.json(report.per_bucket),
+        "pass_rate_by_bucket": dg.MetadataValue.md(f"![pass rate by bucket](data:image/png;base64,{image})"),
+        "report": dg.MetadataValue.path(str(out_dir / "report.json")),
+    })
