@@ -21,6 +21,10 @@ from awm_assets.partitions import seed_batch_partitions
 from awm_assets.synthesis.seeds import read_seed_batch
 
 
+# Step-level DEBUG events stay in the instance (the UI shows them); the terminal gets warnings and errors.
+QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
 def _run_generation(instance: dg.DagsterInstance, path: Path) -> tuple[bool, str, list[str]]:
     from awm_assets.resources import build_resources
     from awm_assets.scenario_assets import scenario_generation
@@ -30,7 +34,7 @@ def _run_generation(instance: dg.DagsterInstance, path: Path) -> tuple[bool, str
     if not instance.has_dynamic_partition(seed_batch_partitions.name, batch.key):
         instance.add_dynamic_partitions(seed_batch_partitions.name, [batch.key])
     result = dg.materialize([scenario_generation], instance=instance, partition_key=batch.key,
-                            resources=build_resources(), run_config=batch_run_config(batch.path),
+                            resources=build_resources(), run_config={**batch_run_config(batch.path), **QUIET_LOGS},
                             raise_on_error=False, tags={"awm/seed_batch": batch.key})
     new: list[str] = []
     for mat in result.asset_materializations_for_node("scenario_generation"):
@@ -47,7 +51,7 @@ def synthesize_partition(key: str) -> dict[str, Any]:
 
     instance = get_instance()
     result = dg.materialize(build_stage_assets(), instance=instance, partition_key=key, resources=build_resources(),
-                            raise_on_error=False, tags={"awm/scenario": key})
+                            run_config=QUIET_LOGS, raise_on_error=False, tags={"awm/scenario": key})
     failures = [ev.step_key + ": " + (ev.event_specific_data.error.message.strip() if ev.event_specific_data and ev.event_specific_data.error else "failed")
                 for ev in result.all_events if ev.is_step_failure]
     return {"scenario": key, "run_id": result.run_id, "success": result.success, "failures": failures}
@@ -93,7 +97,7 @@ def synthesize_batch(seed_file: Path, *, workers: int = 2, resynthesize: bool = 
     from awm_assets.catalog_asset import environment_catalog
     from awm_assets.resources import build_resources
 
-    dg.materialize([environment_catalog], instance=instance, resources=build_resources())
+    dg.materialize([environment_catalog], instance=instance, resources=build_resources(), run_config=QUIET_LOGS)
     for key in batch_keys:
         rep = scenario_report(store, key)
         if key in runs:
