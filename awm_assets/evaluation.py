@@ -1,8 +1,7 @@
 """`evaluation` asset: run a policy over the environment catalog and record pass rates (thin; see
 awm_rl.evaluation). Needs the `store` and `judge_llm` resources (the judge LLM is configured
-apart from the synthesis LLM; `replay`/code mode works offline)."""
-
-from __future__ import annotations
+apart from the synthesis LLM; `replay`/code mode works offline). No `from __future__ import
+annotations` here: Dagster resolves the config and resource annotations at definition time."""
 
 import base64
 import time
@@ -44,7 +43,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
     policy = make_policy(config.policy, api_base=config.policy_api_base, temperature=config.temperature,
                          max_new_tokens=config.max_new_tokens)
     judge = Judge(config.judge_mode, llm=judge_llm.get_client() if config.judge_mode != "code" else None)  # type: ignore[arg-type]
-    out_dir = st.root / "evaluations" / f"{time.strftime('%Y%m%d-%H%M%S')}-{context.run_id[:8]}"
+    out_dir = st.root / "evaluations" / f"{time.strftime('%Y%m%d-%H%M%S')}-{context.run.run_id[:8]}"
     with EnvironmentPool(st.root) as pool:
         report = evaluate(st, pool, policy, judge, out_dir=out_dir, tasks_per_env=config.tasks_per_env,
                           window=None if config.window < 0 else config.window, max_turns=config.max_turns,

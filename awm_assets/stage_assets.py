@@ -32,6 +32,9 @@ DESCRIPTIONS = {
     "verifiers": "Per-task verifiers (sql evidence + code verdict), each run on the unchanged database.",
 }
 
+KINDS = {"tasks": "json", "db_schema": "sqlite", "sample_data": "sqlite", "api_spec": "json", "env_code": "python",
+         "verifiers": "python"}
+
 
 def valid_check_name(stage: str) -> str:
     return f"{stage}_valid"
@@ -70,7 +73,7 @@ def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.Asse
         deps=deps,
         group_name=GROUP,
         pool="llm_api",
-        kinds={"sqlite"} if stage in ("db_schema", "sample_data") else {"python"} if stage in ("env_code", "verifiers") else {"json"},
+        kinds={KINDS[stage]},
         retry_policy=dg.RetryPolicy(max_retries=retries),
         description=DESCRIPTIONS[stage],
         check_specs=[

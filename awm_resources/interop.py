@@ -17,7 +17,7 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -177,7 +177,7 @@ def read_awm_dir(src: Path, issues: list[ImportIssue]) -> dict[str, _Parts]:
                 continue
             p = parts[key]
             if stem == "gen_scenario" or p.name is None:
-                p.name = name if stem == "gen_scenario" or p.name is None else p.name
+                p.name = name
             if isinstance(rec, VerifierRecord):
                 if rec.verification.get("code") in (None, ""):
                     issues.append(ImportIssue(fname, lineno, key, f"task {rec.task_idx}: verifier code is null (generation failed); skipped"))
@@ -403,5 +403,3 @@ def export_awm_dir(store: ArtifactStore, dest: Path | str, scenarios: list[str] 
             written[f"{stem}.jsonl"] = len(rows)
     return written
 
-
-Loader = Callable[[Path], ImportReport]

@@ -192,16 +192,14 @@ class ResponseCache:
 
 
 # -- client -----------------------------------------------------------------------------------------
-_TRANSIENT_NAMES = ("Timeout", "APIConnectionError", "RateLimitError", "InternalServerError",
-                    "ServiceUnavailableError", "BadGatewayError", "APIError")
+# Exception class names (litellm's, matched along the MRO) worth retrying with backoff: the request was
+# fine, the transport or the provider was not. Bad requests and authentication errors are not retried.
+_TRANSIENT_NAMES = {"Timeout", "APIConnectionError", "RateLimitError", "InternalServerError",
+                    "ServiceUnavailableError", "BadGatewayError"}
 
 
 def _is_transient(exc: BaseException) -> bool:
-    return any(type(exc).__name__ == n or n in [c.__name__ for c in type(exc).__mro__] for n in _TRANSIENT_NAMES)
-
-
-def messages_hash(messages: list[dict]) -> str:
-    return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+    return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
 
 class LLMClient:
