@@ -15,10 +15,17 @@ CATALOG_FILE = "catalog.json"
     deps=[dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES],
     group_name="catalog",
     kinds={"json"},
-    description="Ready environments (all stages present, blocking checks passed) with their statistics.",
+    description="Ready environments (all stages present, blocking checks passed) with their statistics; tasks "
+                "whose verifier passes vacuously or crashes on the unchanged database are excluded from training.",
 )
 def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
+    from awm_rl.reward.audit import audit_verifiers, summarize, write_audit
+
     st = store.get_store()
+    complete = [e["name"] for e in build_catalog(st) if not e["missing_stages"]]
+    audit = audit_verifiers(st, complete)  # the do-nothing agent, in the verifier sandbox
+    write_audit(st, audit)
+    audit_summary = summarize(audit)
     entries = build_catalog(st)
     ready = [e for e in entries if e["ready"]]
     path = st.root / CATALOG_FILE
@@ -33,6 +40,8 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
         "scenarios": len(entries),
         "tasks": sum(e["tasks"] for e in ready),
         "tools": sum(e["tools"] for e in ready),
+        "trainable_tasks": sum(e["trainable_tasks"] or 0 for e in ready),
+        "verifier_audit": dg.MetadataValue.json({k: v for k, v in audit_summary.items()}),
         "catalog_file": dg.MetadataValue.path(str(path)),
         "environments": dg.MetadataValue.md("\n".join(rows)),
     })

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from awm_assets.catalog_asset import environment_catalog
+from awm_assets.evaluation import evaluation
 from awm_assets.jobs import catalog_job, generate_scenarios_job, synthesize_scenario_job
 from awm_assets.resources import build_resources
 from awm_assets.scenario_assets import scenario_generation
@@ -12,7 +13,7 @@ from awm_assets.stage_assets import build_stage_assets
 stage_assets = build_stage_assets()
 
 defs = dg.Definitions(
-    assets=[scenario_generation, *stage_assets, environment_catalog],
+    assets=[scenario_generation, *stage_assets, environment_catalog, evaluation],
     jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job],
     sensors=[seed_batch_sensor, new_scenario_sensor, catalog_refresh_sensor],
     resources=build_resources(),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
+
+AUDIT_FILE = "verifier_audit.json"  # written by awm_rl.reward.audit.write_audit
 
 
 def catalog_entry(store: ArtifactStore, key: str) -> dict[str, Any]:
@@ -17,6 +20,10 @@ def catalog_entry(store: ArtifactStore, key: str) -> dict[str, Any]:
     def stat(stage: str, field: str, default: int = 0):
         return status[stage].get(field, default)
 
+    audit = store.path(key, AUDIT_FILE)
+    excluded = sorted({e["task_idx"] for e in json.loads(audit.read_text())["entries"] if e["verdict"] != "ok"}) \
+        if audit.is_file() else []
+    n_tasks = stat("tasks", "tasks")
     return {
         "name": key,
         "display_name": sc.get("name") or key,
@@ -29,6 +36,8 @@ def catalog_entry(store: ArtifactStore, key: str) -> dict[str, Any]:
         "tools": stat("env_code", "tools"),
         "lines_of_code": stat("env_code", "lines_of_code"),
         "verifiers": stat("verifiers", "verifiers"),
+        "excluded_tasks": excluded,  # failed the do-nothing verifier audit: left out of training
+        "trainable_tasks": max(n_tasks - len(excluded), 0) if audit.is_file() else None,
         "stages": present,
         "missing_stages": [s for s in STAGES if s not in present],
         "invalid_stages": invalid,

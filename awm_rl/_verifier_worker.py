@@ -1,0 +1,347 @@
+"""Sandbox worker for untrusted verifier code (stdlib only; started by awm_rl.verification).
+
+Runs as its own interpreter (`python -I -S this_file MEMORY_MB CPU_BUDGET_S`) with no project
+imports and a clean environment. It reads one JSON job per line from a private copy of stdin,
+runs the verifier under CPU/memory/file-size limits, an audit hook that refuses writes, process
+creation, network and foreign databases, and an import allow-list, and writes one JSON outcome
+per line to a private copy of stdout. Python-level guards can be escaped by determined code, so
+under root the worker also drops to `nobody` (file permissions then protect the project) and
+every job gets fresh database copies. Generated code can only hurt this process.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import io
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import types
+import urllib.parse
+
+# Modules a verifier may import (top-level names). Imported up front, before the audit hook
+# is armed, so that a verifier's imports are plain sys.modules lookups.
+ALLOWED_IMPORTS = frozenset(
+    "sqlite3 json re datetime math collections decimal statistics itertools functools typing "
+    "string time".split()
+)
+# Internals that allowed modules import lazily through builtins.__import__ (datetime.strptime
+# imports _strptime, for example); loaded up front and then allowed.
+_INTERNAL_IMPORTS = frozenset(
+    "_strptime _datetime _decimal _pydecimal _json _collections_abc _statistics _string locale "
+    "calendar".split()
+)
+for _name in sorted(ALLOWED_IMPORTS | _INTERNAL_IMPORTS) + ["collections.abc", "inspect"]:
+    try:
+        __import__(_name)
+    except ImportError:
+        pass
+import inspect  # noqa: E402  (after the pre-imports on purpose)
+import sqlite3  # noqa: E402
+
+MAX_RESULT_BYTES = 1_000_000
+NOBODY = 65534
+MAX_CAPTURED_OUTPUT = 4_000
+
+# Audit events refused while verifier code runs (prefix match).
+_BLOCKED_EVENT_PREFIXES = (
+    "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "os.kill",
+    "os.killpg", "os.remove", "os.unlink", "os.rmdir", "os.rename", "os.replace", "os.mkdir",
+    "os.chmod", "os.lchmod", "os.chown", "os.lchown", "os.chflags", "os.truncate", "os.link",
+    "os.symlink", "os.utime", "os.putenv", "os.unsetenv", "os.setxattr", "os.removexattr",
+    "os.chdir", "os.fchmod", "os.fchown", "shutil.", "subprocess.", "socket.", "ctypes.",
+    "resource.setrlimit", "resource.prlimit", "sqlite3.enable_load_extension",
+    "sqlite3.load_extension", "pty.", "webbrowser.", "urllib.Request", "ftplib.", "smtplib.",
+    "poplib.", "imaplib.", "nntplib.", "telnetlib.", "http.client.", "signal.pthread_kill",
+    "fcntl.", "mmap.", "_posixsubprocess.",
+)
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_SQLITE_ATTACH = 24
+_SQLITE_OK, _SQLITE_DENY = 0, 1
+
+
+class VerifierTimeout(BaseException):
+    """Raised into verifier code when its time is up (BaseException: `except Exception` misses it)."""
+
+
+class _Job:
+    """State of the verifier currently running; None between jobs."""
+
+    def __init__(self, allowed_dbs: set[str], deadline: float) -> None:
+        self.allowed_dbs = allowed_dbs
+        self.deadline = deadline
+        self.violation: tuple[str, str] | None = None  # (error_kind, detail), first one wins
+        self.timed_out = False
+
+    def flag(self, kind: str, detail: str) -> None:
+        if self.violation is None:
+            self.violation = (kind, detail)
+
+
+_JOB: _Job | None = None
+
+
+def _db_target(database: object) -> str | None:
+    """The file a sqlite3.connect argument points at (None for in-memory databases)."""
+    if isinstance(database, bytes):
+        database = database.decode("utf-8", "replace")
+    target = os.fspath(database) if not isinstance(database, str) else database
+    if target in ("", ":memory:"):
+        return None
+    if target.startswith("file:"):
+        parsed = urllib.parse.urlsplit(target)
+        query = urllib.parse.parse_qs(parsed.query)
+        if query.get("mode") == ["memory"]:
+            return None
+        target = urllib.parse.unquote(parsed.path or parsed.netloc)
+    return os.path.realpath(target)
+
+
+def _authorizer(action: int, *_args: object) -> int:
+    """Refuse ATTACH: a verifier reads the two databases it was given, nothing else."""
+    return _SQLITE_DENY if action == _SQLITE_ATTACH else _SQLITE_OK
+
+
+def _progress_handler() -> int:
+    """Abort a long SQLite statement once the verifier's time is up."""
+    job = _JOB
+    if job is not None and time.monotonic() > job.deadline:
+        job.timed_out = True
+        return 1
+    return 0
+
+
+def _audit(event: str, args: tuple) -> None:
+    job = _JOB
+    if job is None:
+        return
+    if event == "open":
+        path, mode, flags = (tuple(args) + (None, None, None))[:3]
+        writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
+        if writes:
+            job.flag("forbidden_operation", f"verifier tried to open {path!r} for writing")
+            raise PermissionError(f"verifier sandbox: writing files is not allowed ({path!r})")
+        return
+    if event == "sqlite3.connect":
+        target = _db_target(args[0])
+        if target is not None and target not in job.allowed_dbs:
+            job.flag("forbidden_operation", f"verifier tried to open database {args[0]!r}")
+            raise PermissionError(
+                f"verifier sandbox: only the initial and final databases may be opened ({args[0]!r})"
+            )
+        return
+    if event.startswith(_BLOCKED_EVENT_PREFIXES):
+        job.flag("forbidden_operation", f"verifier attempted {event}{_short(args)}")
+        raise PermissionError(f"verifier sandbox: {event} is not allowed")
+
+
+def _short(args: tuple) -> str:
+    text = repr(args)
+    return text if len(text) <= 200 else text[:200] + "...)"
+
+
+def _guarded_connect(*args, **kwargs):
+    """sqlite3.connect for verifiers: no ATTACH, and long statements stop when time is up."""
+    conn = sqlite3.connect(*args, **kwargs)
+    conn.set_authorizer(_authorizer)
+    conn.set_progress_handler(_progress_handler, 1000)
+    return conn
+
+
+def _sqlite_shim() -> types.ModuleType:
+    """The sqlite3 module as verifiers see it: the real one with a guarded connect."""
+    shim = types.ModuleType("sqlite3", sqlite3.__doc__)
+    shim.__dict__.update({k: v for k, v in vars(sqlite3).items() if not k.startswith("__")})
+    shim.connect = _guarded_connect
+    return shim
+
+
+def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+    top = name.split(".", 1)[0]
+    if level == 0 and name in _INTERNAL_IMPORTS and name in sys.modules:
+        return _REAL_IMPORT(name, globals, locals, fromlist, level)
+    if level == 0 and name == "sqlite3":
+        return _SQLITE_SHIM
+    if level != 0 or top not in ALLOWED_IMPORTS:
+        if _JOB is not None:
+            _JOB.flag(
+                "forbidden_import",
+                f"import of {name!r} is not allowed (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})",
+            )
+        raise ImportError(f"verifier sandbox: import of {name!r} is not allowed")
+    return _REAL_IMPORT(name, globals, locals, fromlist, level)
+
+
+_REAL_IMPORT = builtins.__import__
+_SQLITE_SHIM = _sqlite_shim()
+
+
+def _sandbox_builtins() -> dict:
+    safe = dict(vars(builtins))
+    safe["__import__"] = _guarded_import
+    for name in ("input", "breakpoint", "help", "exit", "quit", "copyright", "credits", "license"):
+        safe.pop(name, None)
+    return safe
+
+
+def _on_time_up(signum, _frame) -> None:
+    if _JOB is not None:
+        _JOB.timed_out = True
+        raise VerifierTimeout("cpu" if signum == signal.SIGXCPU else "wall")
+
+
+def _call_verifier(request: dict) -> dict:
+    """Compile, exec and call the verifier; returns the outcome fields (without timing)."""
+    try:
+        compiled = compile(request["code"], "<verifier>", "exec")
+    except (SyntaxError, ValueError) as exc:
+        return {"error_kind": "syntax_error", "error": f"verifier code does not compile: {exc}"}
+    namespace: dict = {"__builtins__": _sandbox_builtins(), "__name__": "verifier"}
+    exec(compiled, namespace)
+    function_name = request["function"]
+    function = namespace.get(function_name)
+    if not callable(function):
+        defined = sorted(k for k, v in namespace.items() if callable(v) and not k.startswith("__"))
+        return {
+            "error_kind": "missing_function",
+            "error": f"verifier code defines no function {function_name!r} (defines: {defined})",
+        }
+    kwargs = {}
+    try:
+        params = inspect.signature(function).parameters
+        accepts_answer = "final_answer" in params or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+        )
+    except (TypeError, ValueError):
+        accepts_answer = False
+    if accepts_answer:
+        kwargs["final_answer"] = request.get("final_answer")
+    result = function(request["initial"], request["final"], **kwargs)
+    if not isinstance(result, dict):
+        return {
+            "error_kind": "bad_return",
+            "error": f"{function_name} returned {type(result).__name__}, expected dict: {str(result)[:300]}",
+        }
+    try:
+        text = json.dumps(result, default=str, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        return {"error_kind": "bad_return", "error": f"{function_name} returned a dict that is not JSON: {exc}"}
+    if len(text.encode("utf-8")) > MAX_RESULT_BYTES:
+        return {
+            "error_kind": "bad_return",
+            "error": f"{function_name} returned {len(text)} characters of JSON (limit {MAX_RESULT_BYTES})",
+        }
+    return {"result_json": text}
+
+
+def _run_job(request: dict) -> dict:
+    global _JOB
+    timeout_s = float(request["timeout_s"])
+    allowed = {os.path.realpath(request["initial"]), os.path.realpath(request["final"])}
+    job = _Job(allowed, time.monotonic() + timeout_s)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_used = int(used.ru_utime + used.ru_stime)
+    _, cpu_hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = cpu_used + int(timeout_s) + 1
+    if cpu_hard != resource.RLIM_INFINITY:
+        soft = min(soft, cpu_hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, cpu_hard))
+    captured = io.StringIO()
+    saved_streams = sys.stdout, sys.stderr, sys.stdin
+    sys.stdout = sys.stderr = captured
+    sys.stdin = None
+    start = time.perf_counter()
+    outcome: dict
+    _JOB = job
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        try:
+            outcome = _call_verifier(request)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        gc.collect()
+    except VerifierTimeout as exc:
+        outcome = {"error_kind": "timeout", "error": f"verifier exceeded its {exc} time limit of {timeout_s:g}s"}
+    except MemoryError:
+        outcome = {"error_kind": "memory", "error": "verifier exceeded its memory limit"}
+    except RecursionError as exc:
+        outcome = {"error_kind": "crash", "error": f"RecursionError: {exc}"}
+    except BaseException as exc:  # noqa: BLE001  untrusted code may raise anything, SystemExit included
+        outcome = {"error_kind": "crash", "error": _describe(exc)}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _JOB = None
+        sys.stdout, sys.stderr, sys.stdin = saved_streams
+    elapsed_ms = (time.perf_counter() - start) * 1000.0
+    if job.timed_out:
+        outcome = {"error_kind": "timeout", "error": f"verifier exceeded its time limit of {timeout_s:g}s"}
+    elif job.violation is not None:
+        kind, detail = job.violation
+        outcome = {"error_kind": kind, "error": detail}
+    outcome["elapsed_ms"] = elapsed_ms
+    output = captured.getvalue()
+    if output:
+        outcome["output"] = output[-MAX_CAPTURED_OUTPUT:]
+    return outcome
+
+
+def _describe(exc: BaseException) -> str:
+    """Exception type, message and the innermost verifier line, for the error text."""
+    line = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<verifier>":
+            line = f" (verifier line {tb.tb_lineno})"
+        tb = tb.tb_next
+    return f"{type(exc).__name__}: {str(exc)[:500]}{line}"
+
+
+def _drop_privileges() -> None:
+    """Under root, become `nobody`: the audit hook is Python-level and escapable, file
+    permissions are not. The parent makes the database copies readable for that user."""
+    if os.geteuid() != 0:
+        return
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+
+def main() -> None:
+    memory_mb = int(sys.argv[1])
+    cpu_budget_s = int(sys.argv[2])
+    protocol_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    protocol_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    signal.signal(signal.SIGXCPU, _on_time_up)
+    signal.signal(signal.SIGALRM, _on_time_up)
+    resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 1024 * 1024,) * 2)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_budget_s, cpu_budget_s))
+    _drop_privileges()
+    sys.setrecursionlimit(2000)
+    sys.addaudithook(_audit)
+    protocol_out.write(json.dumps({"ready": True}) + "\n")
+    protocol_out.flush()
+    for line in protocol_in:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        outcome = _run_job(request)
+        outcome["id"] = request["id"]
+        protocol_out.write(json.dumps(outcome, ensure_ascii=False) + "\n")
+        protocol_out.flush()
+
+
+if __name__ == "__main__":
+    main()

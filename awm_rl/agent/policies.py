@@ -1,0 +1,272 @@
+"""Policies: whatever turns a conversation into the next Qwen3-format turn.
+
+- `ChatModelPolicy`: any litellm chat model through `awm_resources.llm.LLMClient` (API models, or
+  a vLLM / OpenAI-compatible server: `hosted_vllm/<model>` with `api_base`).
+- `TransformersPolicy`: a local Hugging Face model, rendered with its chat template (Qwen3).
+- `VLLMPolicy`: vLLM in-process, only when `vllm` is installed (GPU machines).
+- `ScriptedPolicy`: replays fixed turns, e.g. a reference solution (`seeds/solutions/<scenario>.json`),
+  for offline tests and demos.
+
+All are thread-safe: the loop runs episodes concurrently and calls `generate` from many threads.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from awm_rl.agent.qwen3 import META_TOOLS, as_chat_api_messages, call_tool_turn, list_tools_turn, render_turn
+
+
+@dataclass
+class PolicyRequest:
+    """The (already window-truncated) conversation and where it comes from."""
+
+    messages: list[dict[str, Any]]
+    scenario: str
+    task_idx: int
+    turn: int
+
+
+@dataclass
+class PolicyOutput:
+    """One generated turn. `finish_reason == "length"` marks a turn cut by the generation limit."""
+
+    text: str
+    finish_reason: str | None = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+
+
+class PolicyError(RuntimeError):
+    """The policy could not produce a turn (transport failure, missing script, ...)."""
+
+
+class Policy(Protocol):
+    name: str
+
+    def generate(self, request: PolicyRequest) -> PolicyOutput: ...
+
+
+# ----------------------------------------------------------------------------------------- scripted
+class ScriptedPolicy:
+    """Replays fixed turns per (scenario, task_idx); turn n gets the n-th text (or PolicyOutput,
+    e.g. one with finish_reason="length" standing for a generation cut at its limit)."""
+
+    def __init__(self, scripts: dict[tuple[str, int], list[str | PolicyOutput]], name: str = "scripted") -> None:
+        self.scripts = scripts
+        self.name = name
+
+    def generate(self, request: PolicyRequest) -> PolicyOutput:
+        script = self.scripts.get((request.scenario, request.task_idx))
+        if script is None:
+            raise PolicyError(f"{self.name}: no script for scenario {request.scenario!r} task {request.task_idx}")
+        if request.turn >= len(script):
+            raise PolicyError(f"{self.name}: script for {request.scenario!r} task {request.task_idx} "
+                              f"has {len(script)} turns, turn {request.turn} requested")
+        item = script[request.turn]
+        return item if isinstance(item, PolicyOutput) else PolicyOutput(text=item)
+
+    @classmethod
+    def from_texts(cls, scenario: str, task_idx: int, texts: list[str | PolicyOutput],
+                   name: str = "scripted") -> ScriptedPolicy:
+        return cls({(scenario, task_idx): list(texts)}, name=name)
+
+    @classmethod
+    def from_solutions(cls, paths: list[Path] | Path, name: str = "reference") -> ScriptedPolicy:
+        """Reference solutions `{"scenario", "tasks": [{"task_idx", "calls": [{"tool", "arguments"}],
+        "final_answer"}]}` as Qwen3 turns: list_tools, one call_tool per call, then the answer."""
+        scripts: dict[tuple[str, int], list[str]] = {}
+        for path in [paths] if isinstance(paths, Path) else paths:
+            try:
+                doc = json.loads(Path(path).read_text(encoding="utf-8"))
+                scenario = doc["scenario"]
+                for task in doc["tasks"]:
+                    scripts[(scenario, int(task["task_idx"]))] = solution_turns(task["calls"], task.get("final_answer"))
+            except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise PolicyError(f"reference solution {path} is unreadable: {type(exc).__name__}: {exc}") from exc
+        return cls(scripts, name=name)
+
+
+def solution_turns(calls: list[dict[str, Any]], final_answer: str | None) -> list[str]:
+    """The Qwen3 turns that replay a tool-call sequence, with reasoning in every turn."""
+    turns = [list_tools_turn()]
+    for i, call in enumerate(calls, 1):
+        reasoning = f"Step {i} of {len(calls)}: call {call['tool']} with the values the task gives."
+        turns.append(call_tool_turn(reasoning, call["tool"], call.get("arguments") or {}))
+    turns.append(render_turn("All required changes are made; I can report the result.", None,
+                             final_answer or "The task is complete."))
+    return turns
+
+
+# ----------------------------------------------------------------------------------------- chat APIs
+class ChatModelPolicy:
+    """A litellm chat model via LLMClient (API, or a vLLM/OpenAI-compatible server via api_base)."""
+
+    def __init__(self, client: Any, *, stage: str = "rollout", max_tokens: int = 2048,
+                 temperature: float | None = None) -> None:
+        self.client = client
+        self.stage = stage
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.name = f"chat:{client.model}"
+
+    def generate(self, request: PolicyRequest) -> PolicyOutput:
+        from awm_resources.llm import CallTag, LLMError
+
+        params: dict[str, Any] = {"max_tokens": self.max_tokens}
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        tag = CallTag(stage=self.stage, scenario=request.scenario, item=f"t{request.task_idx}.turn{request.turn}")
+        try:
+            response = self.client.chat(as_chat_api_messages(request.messages), tag=tag, **params)
+        except LLMError as exc:
+            raise PolicyError(str(exc)) from exc
+        truncated = response.completion_tokens >= self.max_tokens and not response.tokens_estimated
+        return PolicyOutput(
+            text=response.text, finish_reason="length" if truncated else "stop",
+            prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
+            cost_usd=response.cost_usd, latency_ms=response.latency_ms,
+        )
+
+
+# ----------------------------------------------------------------------------------------- local HF
+class TransformersPolicy:
+    """A local causal LM; prompts rendered by its chat template with the meta-tools.
+
+    Generation is serialised with a lock (one model, many episode threads).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 512, temperature: float = 1.0,
+                 name: str = "transformers", seed: int | None = None) -> None:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("TransformersPolicy needs a tokenizer with a chat template (Qwen3 format)")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.name = name
+        self.seed = seed
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs: Any) -> TransformersPolicy:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModelForCausalLM.from_pretrained(str(path))
+        model.eval()
+        return cls(model, tokenizer, name=f"transformers:{path}", **kwargs)
+
+    def generate(self, request: PolicyRequest) -> PolicyOutput:
+        import torch
+
+        started = time.perf_counter()
+        prompt = self.tokenizer.apply_chat_template(
+            request.messages, tools=META_TOOLS, add_generation_prompt=True, tokenize=False
+        )
+        inputs = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+        eos = [t for t in {self.tokenizer.eos_token_id, self.tokenizer.convert_tokens_to_ids("<|im_end|>")}
+               if isinstance(t, int) and t >= 0]
+        with self._lock, torch.no_grad():
+            if self.seed is not None:
+                torch.manual_seed(self.seed + request.turn)
+            output = self.model.generate(
+                **inputs.to(self.model.device),
+                max_new_tokens=self.max_new_tokens,
+                do_sample=self.temperature > 0,
+                temperature=self.temperature if self.temperature > 0 else None,
+                top_k=0 if self.temperature > 0 else None,
+                eos_token_id=eos,
+                pad_token_id=self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos[0],
+            )
+        new_tokens = output[0, inputs["input_ids"].shape[1]:].tolist()
+        finished = bool(new_tokens) and new_tokens[-1] in eos
+        text = self.tokenizer.decode([t for t in new_tokens if t not in eos], skip_special_tokens=False)
+        return PolicyOutput(
+            text=text, finish_reason="stop" if finished else "length",
+            prompt_tokens=int(inputs["input_ids"].shape[1]), completion_tokens=len(new_tokens),
+            latency_ms=(time.perf_counter() - started) * 1000.0,
+        )
+
+
+# ----------------------------------------------------------------------------------------- vLLM
+class VLLMPolicy:
+    """vLLM in-process (`vllm.LLM.chat` with the meta-tools); needs `pip install .[gpu]` and a GPU."""
+
+    def __init__(self, model: str, *, max_new_tokens: int = 2048, temperature: float = 1.0, **llm_kwargs: Any) -> None:
+        try:
+            from vllm import LLM, SamplingParams
+        except ImportError as exc:
+            raise PolicyError("VLLMPolicy needs the 'vllm' package (pip install '.[gpu]' on a GPU machine)") from exc
+        self.llm = LLM(model=model, **llm_kwargs)
+        self.sampling = SamplingParams(max_tokens=max_new_tokens, temperature=temperature)
+        self.name = f"vllm:{model}"
+        self._lock = threading.Lock()
+
+    def generate(self, request: PolicyRequest) -> PolicyOutput:
+        started = time.perf_counter()
+        with self._lock:
+            result = self.llm.chat([request.messages], self.sampling, tools=META_TOOLS, use_tqdm=False)[0]
+        completion = result.outputs[0]
+        return PolicyOutput(
+            text=completion.text, finish_reason=completion.finish_reason,
+            prompt_tokens=len(result.prompt_token_ids or []), completion_tokens=len(completion.token_ids),
+            latency_ms=(time.perf_counter() - started) * 1000.0,
+        )
+
+
+@dataclass
+class PolicySpec:
+    """A policy named on the command line / in asset config; see `make_policy`."""
+
+    kind: str
+    target: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_policy_spec(text: str) -> PolicySpec:
+    """`reference`, `chat:<litellm model>`, `transformers:<path>`, `tiny`, `vllm:<model>`."""
+    kind, _, target = text.partition(":")
+    if kind not in ("reference", "chat", "transformers", "tiny", "vllm"):
+        raise ValueError(
+            f"unknown policy {text!r}: use reference, chat:<litellm model>, transformers:<path>, tiny or vllm:<model>"
+        )
+    if kind in ("chat", "transformers", "vllm") and not target:
+        raise ValueError(f"policy {text!r} needs a target after '{kind}:'")
+    return PolicySpec(kind=kind, target=target)
+
+
+def make_policy(spec: PolicySpec | str, *, solutions_dir: Path | None = None, api_base: str | None = None,
+                api_key: str | None = None, max_new_tokens: int = 2048, temperature: float = 1.0,
+                cache_dir: Path | None = None) -> Policy:
+    """Build a policy from its spec string."""
+    if isinstance(spec, str):
+        spec = parse_policy_spec(spec)
+    if spec.kind == "reference":
+        folder = solutions_dir or Path(__file__).resolve().parents[2] / "seeds" / "solutions"
+        paths = sorted(Path(folder).glob("*.json"))
+        if not paths:
+            raise PolicyError(f"no reference solutions in {folder}")
+        return ScriptedPolicy.from_solutions(paths)
+    if spec.kind == "chat":
+        from awm_resources.llm import LLMClient
+
+        client = LLMClient(spec.target, api_base=api_base, api_key=api_key, temperature=temperature,
+                           max_tokens=max_new_tokens)
+        return ChatModelPolicy(client, max_tokens=max_new_tokens)
+    if spec.kind == "transformers":
+        return TransformersPolicy.from_pretrained(spec.target, max_new_tokens=max_new_tokens, temperature=temperature)
+    if spec.kind == "tiny":
+        from awm_rl.tiny_model import build_tiny_qwen3
+
+        model, tokenizer = build_tiny_qwen3(cache_dir)
+        return TransformersPolicy(model, tokenizer, max_new_tokens=min(max_new_tokens, 128),
+                                  temperature=temperature, name="tiny", seed=0)
+    return VLLMPolicy(spec.target, max_new_tokens=max_new_tokens, temperature=temperature)

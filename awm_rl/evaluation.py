@@ -1,0 +1,156 @@
+"""Evaluate a policy over the environment catalog: pass rates, error rates, stored trajectories.
+
+`evaluate()` picks up to `tasks_per_env` tasks per ready environment (skipping tasks whose
+verifier failed the do-nothing audit), runs the episodes concurrently against the runtime pool,
+judges them (batched) and writes, under `out_dir`: one JSON per episode (trajectory + score),
+`report.json` and `pass_rate_by_bucket.png`. Difficulty buckets are the number of tool calls an
+episode used (`BUCKETS`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from awm_resources.store import ArtifactStore, atomic_write_json
+from awm_rl.agent import Episode, EpisodeScore, EpisodeSpec, LoopConfig, Policy, run_episodes
+from awm_rl.agent.loop import EnvironmentPool, discard_snapshot
+from awm_rl.reward import Judge, TaskRecord, audit_verifiers, excluded_tasks, load_tasks, score_episodes
+
+BUCKETS: list[tuple[str, int, int]] = [("0-2 calls", 0, 2), ("3-5 calls", 3, 5), ("6-9 calls", 6, 9), ("10+ calls", 10, 10**9)]
+CATALOG_FILE = "catalog.json"
+
+
+def bucket_of(tool_calls: int) -> str:
+    return next(name for name, lo, hi in BUCKETS if lo <= tool_calls <= hi)
+
+
+def catalog_scenarios(store: ArtifactStore) -> list[str]:
+    """Ready environments from `catalog.json` (the catalog asset's output), else every scenario with
+    environment code, tasks and verifiers."""
+    path = store.root / CATALOG_FILE
+    if path.is_file():
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return sorted(e["name"] for e in doc.get("environments", []) if e.get("ready", True))
+    return [s for s in store.list_scenarios()
+            if all(store.has(s, f) for f in ("server.py", "initial.db", "tasks.json", "verifiers.json"))]
+
+
+@dataclass
+class EvaluationReport:
+    """Aggregate numbers of one evaluation run (see `summary()`), plus where files went."""
+
+    episodes: int
+    pass_rate: float
+    mean_reward: float
+    format_error_rate: float
+    environment_error_rate: float
+    mean_turns: float
+    per_environment: dict[str, dict[str, Any]]
+    per_bucket: dict[str, dict[str, Any]]
+    excluded_tasks: dict[str, list[int]]
+    judge_tokens: int
+    judge_cost_usd: float
+    wall_s: float
+    out_dir: str
+    plot: str | None = None
+    episode_files: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "episode_files"}
+
+
+def select_tasks(store: ArtifactStore, scenarios: list[str], tasks_per_env: int,
+                 excluded: dict[str, list[int]]) -> list[TaskRecord]:
+    chosen: list[TaskRecord] = []
+    for scenario in scenarios:
+        skip = set(excluded.get(scenario, []))
+        records = [r for r in load_tasks(store, scenario) if r.task_idx not in skip and r.verifiers]
+        chosen.extend(records[:tasks_per_env])
+    return chosen
+
+
+def _rate(scores: list[EpisodeScore], outcome: str) -> float:
+    return round(sum(s.outcome == outcome for s in scores) / len(scores), 4) if scores else 0.0
+
+
+def _group(pairs: list[tuple[Episode, EpisodeScore]]) -> dict[str, Any]:
+    scores = [s for _, s in pairs]
+    return {"episodes": len(pairs), "pass_rate": _rate(scores, "completed"),
+            "mean_reward": round(sum(s.reward for s in scores) / len(scores), 4) if scores else 0.0,
+            "format_error_rate": _rate(scores, "format_error"),
+            "environment_error_rate": _rate(scores, "environment_error"),
+            "mean_turns": round(sum(e.turns for e, _ in pairs) / len(pairs), 3) if pairs else 0.0}
+
+
+def evaluate(store: ArtifactStore, pool: EnvironmentPool, policy: Policy, judge: Judge, *, out_dir: Path,
+             tasks_per_env: int = 3, window: int | None = 10, max_turns: int = 20,
+             scenarios: list[str] | None = None, concurrency: int = 4,
+             excluded: dict[str, list[int]] | None = None, keep_databases: bool = False) -> EvaluationReport:
+    """Run and judge the episodes; write trajectories, report and plot to `out_dir`."""
+    started = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scenarios = catalog_scenarios(store) if scenarios is None else scenarios
+    if excluded is None:
+        excluded = excluded_tasks(audit_verifiers(store, scenarios))
+    records = select_tasks(store, scenarios, tasks_per_env, excluded)
+    specs = [EpisodeSpec(r.scenario, r.task_idx, r.task) for r in records]
+    config = LoopConfig(max_turns=max_turns, window=window, snapshot_dir=out_dir / "databases")
+    episodes = run_episodes(pool, policy, specs, config, concurrency=concurrency)
+    scores = score_episodes(episodes, records, judge)
+    files = []
+    for episode, score in zip(episodes, scores):
+        if not keep_databases:
+            discard_snapshot(episode)
+        path = out_dir / "episodes" / f"{episode.scenario}.t{episode.task_idx}.json"
+        atomic_write_json(path, {"episode": json.loads(episode.model_dump_json()), "score": json.loads(score.model_dump_json())})
+        files.append(str(path))
+    pairs = list(zip(episodes, scores))
+    by_env: dict[str, list] = {}
+    by_bucket: dict[str, list] = {name: [] for name, _, _ in BUCKETS}
+    for episode, score in pairs:
+        by_env.setdefault(episode.scenario, []).append((episode, score))
+        by_bucket[bucket_of(episode.tool_calls)].append((episode, score))
+    overall = _group(pairs)
+    report = EvaluationReport(
+        episodes=len(pairs), pass_rate=overall["pass_rate"], mean_reward=overall["mean_reward"],
+        format_error_rate=overall["format_error_rate"], environment_error_rate=overall["environment_error_rate"],
+        mean_turns=overall["mean_turns"], per_environment={k: _group(v) for k, v in sorted(by_env.items())},
+        per_bucket={k: _group(v) for k, v in by_bucket.items()}, excluded_tasks=excluded,
+        judge_tokens=sum((s.judge.prompt_tokens + s.judge.completion_tokens) if s.judge else 0 for s in scores),
+        judge_cost_usd=round(sum(s.judge.cost_usd if s.judge else 0.0 for s in scores), 6),
+        wall_s=round(time.perf_counter() - started, 2), out_dir=str(out_dir), episode_files=files,
+    )
+    report.plot = str(plot_pass_rate_by_bucket(report, out_dir / "pass_rate_by_bucket.png"))
+    atomic_write_json(out_dir / "report.json", {**report.summary(), "policy": policy.name, "judge_mode": judge.mode,
+                                                "window": window, "tasks_per_env": tasks_per_env})
+    return report
+
+
+def plot_pass_rate_by_bucket(report: EvaluationReport, path: Path) -> Path:
+    """A bar chart of pass rate per difficulty bucket (episode counts on the bars)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report.per_bucket)
+    rates = [report.per_bucket[n]["pass_rate"] for n in names]
+    counts = [report.per_bucket[n]["episodes"] for n in names]
+    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
+    bars = ax.bar(names, rates, color="#4c72b0")
+    for bar, n in zip(bars, counts):
+        ax.annotate(f"n={n}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("pass rate")
+    ax.set_xlabel("tool calls used")
+    ax.set_title(f"Pass rate by difficulty (overall {report.pass_rate:.0%}, {report.episodes} episodes)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

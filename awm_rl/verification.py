@@ -1,0 +1,375 @@
+"""Run untrusted task verifiers in a sandboxed worker process and capture every failure.
+
+A verifier is generated code: `verify_task(initial_db_path, final_db_path) -> dict` (sql mode,
+evidence for the judge) or `verify_task_completion(initial_db_path, final_db_path,
+final_answer=None) -> {"result": "complete" | "others"}` (code mode). It runs in a fresh
+interpreter (`awm_rl/_verifier_worker.py`, stdlib only, clean environment) with RLIMIT_CPU,
+RLIMIT_AS and RLIMIT_FSIZE=0, a wall-clock timeout enforced from here, an import allow-list, an
+audit hook refusing writes, processes, network and other databases, on private read-only copies
+of the two databases made for each verifier; under root the worker runs as `nobody`. Errors
+come back as a `VerifierOutcome`, never raised.
+
+`run_verifiers` amortises the interpreter start: one worker runs many verifiers in sequence,
+each still time-limited; a worker that hangs, dies or misbehaves is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+WORKER_SCRIPT = Path(__file__).with_name("_verifier_worker.py")
+ALLOWED_IMPORTS = (
+    "sqlite3", "json", "re", "datetime", "math", "collections", "decimal", "statistics",
+    "itertools", "functools", "typing", "string", "time",
+)
+VerifierFunction = Literal["verify_task_completion", "verify_task"]
+ErrorKind = Literal[
+    "timeout", "memory", "crash", "bad_return", "forbidden_import", "forbidden_operation",
+    "missing_function", "syntax_error", "missing_database", "sandbox_error",
+]
+# Error kinds after which a worker is replaced rather than reused.
+_TAINTING = {"timeout", "memory", "forbidden_operation", "sandbox_error"}
+_START_TIMEOUT_S = 20.0
+_GRACE_S = 2.0
+
+
+class VerifierJob(BaseModel):
+    """One verifier to run against one (initial, final) database pair."""
+
+    code: str
+    initial_db: Path
+    final_db: Path
+    function: VerifierFunction = "verify_task_completion"
+    final_answer: str | None = None
+
+
+class VerifierOutcome(BaseModel):
+    """What a verifier run produced. `ok` means it returned a usable dict.
+
+    `verdict` is set in code mode only ("complete" or "others"); `result` holds the returned
+    dict (sql mode: the evidence for the judge). On failure `error_kind` says which limit or
+    rule was hit and `error` says what happened, naming the verifier line where known.
+    """
+
+    ok: bool
+    function: VerifierFunction
+    result: dict | None = None
+    verdict: Literal["complete", "others"] | None = None
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    elapsed_ms: float = 0.0
+    output: str | None = Field(default=None, description="what the verifier printed (tail)")
+
+
+def run_verifier(
+    code: str,
+    initial_db: Path,
+    final_db: Path,
+    *,
+    function: VerifierFunction = "verify_task_completion",
+    final_answer: str | None = None,
+    timeout_s: float = 10,
+    memory_mb: int = 512,
+) -> VerifierOutcome:
+    """Run one verifier in a fresh sandboxed interpreter."""
+    job = VerifierJob(
+        code=code, initial_db=initial_db, final_db=final_db, function=function, final_answer=final_answer
+    )
+    return run_verifiers([job], timeout_s=timeout_s, memory_mb=memory_mb)[0]
+
+
+def run_verifiers(
+    jobs: list[VerifierJob],
+    *,
+    timeout_s: float = 10,
+    memory_mb: int = 512,
+    workers: int = 1,
+) -> list[VerifierOutcome]:
+    """Run many verifiers, `workers` sandboxed interpreters each taking a share in sequence.
+
+    Outcomes come back in the order of `jobs`.
+    """
+    if not jobs:
+        return []
+    workers = max(1, min(workers, len(jobs)))
+    if workers == 1:
+        with VerifierSandbox(timeout_s=timeout_s, memory_mb=memory_mb) as sandbox:
+            return [sandbox.run(job) for job in jobs]
+    chunks = [list(range(i, len(jobs), workers)) for i in range(workers)]
+    outcomes: list[VerifierOutcome | None] = [None] * len(jobs)
+
+    def run_chunk(indices: list[int]) -> None:
+        with VerifierSandbox(timeout_s=timeout_s, memory_mb=memory_mb) as sandbox:
+            for index in indices:
+                outcomes[index] = sandbox.run(jobs[index])
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(run_chunk, chunks))
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+class VerifierSandbox:
+    """One sandboxed worker interpreter plus a scratch folder for database copies.
+
+    Use as a context manager; `run(job)` is sequential (one job at a time per sandbox).
+    """
+
+    def __init__(self, *, timeout_s: float = 10, memory_mb: int = 512) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if memory_mb < 64:
+            raise ValueError(f"memory_mb must be at least 64 (the interpreter needs ~20 MB), got {memory_mb}")
+        self.timeout_s = float(timeout_s)
+        self.memory_mb = int(memory_mb)
+        self._proc: subprocess.Popen | None = None
+        self._stderr_tail: deque[str] = deque(maxlen=40)
+        self._scratch = Path(tempfile.mkdtemp(prefix="awm-verify-"))
+        self._scratch.chmod(0o711)  # a worker that dropped to `nobody` may open files by name only
+        self._pristine: dict[tuple[str, int, int], Path] = {}
+        self._counter = 0
+        self._copy_seq = 0
+        self.workers_started = 0
+
+    def __enter__(self) -> VerifierSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker and delete the database copies."""
+        self._stop_worker()
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    # ----------------------------------------------------------------------------- running
+
+    def run(self, job: VerifierJob) -> VerifierOutcome:
+        """Run one verifier; every failure becomes an outcome, never an exception."""
+        start = time.perf_counter()
+        try:
+            initial_copy, final_copy = self._copies(job)
+        except (OSError, sqlite3.Error, FileNotFoundError) as exc:
+            return VerifierOutcome(
+                ok=False, function=job.function, error_kind="missing_database",
+                error=f"cannot copy the databases for the verifier: {exc}",
+            )
+        try:
+            reply = self._exchange(job, initial_copy, final_copy)
+        finally:
+            for path in (initial_copy, final_copy):
+                path.unlink(missing_ok=True)
+        if "elapsed_ms" not in reply:
+            reply["elapsed_ms"] = (time.perf_counter() - start) * 1000.0
+        if reply.get("error_kind") in _TAINTING:
+            self._stop_worker()
+        return _to_outcome(job.function, reply)
+
+    def _exchange(self, job: VerifierJob, initial_copy: Path, final_copy: Path) -> dict:
+        try:
+            proc = self._ensure_worker()
+        except RuntimeError as exc:
+            return {"error_kind": "sandbox_error", "error": str(exc)}
+        self._counter += 1
+        request = {
+            "id": self._counter,
+            "code": job.code,
+            "function": job.function,
+            "initial": str(initial_copy),
+            "final": str(final_copy),
+            "final_answer": job.final_answer,
+            "timeout_s": self.timeout_s,
+        }
+        started = time.perf_counter()
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(request) + "\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            return self._worker_died(f"worker stopped accepting jobs: {exc}")
+        line = self._read_line(proc, self.timeout_s + _GRACE_S)
+        if line is None:
+            if proc.poll() is None:
+                self._stop_worker()
+                return {
+                    "error_kind": "timeout",
+                    "error": f"verifier exceeded its time limit of {self.timeout_s:g}s (worker killed)",
+                    "elapsed_ms": (time.perf_counter() - started) * 1000.0,
+                }
+            return self._worker_died("worker exited while running the verifier")
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:
+            self._stop_worker()
+            return {"error_kind": "sandbox_error", "error": f"worker sent an unreadable reply: {line[:200]!r}"}
+        if reply.get("id") != self._counter:
+            self._stop_worker()
+            return {"error_kind": "sandbox_error", "error": "worker reply does not match the job"}
+        return reply
+
+    def _worker_died(self, what: str) -> dict:
+        proc = self._proc
+        code = proc.wait(timeout=5) if proc is not None else None
+        self._proc = None
+        stderr = "".join(self._stderr_tail).strip()[-800:]
+        if code is not None and code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL):
+            return {"error_kind": "timeout", "error": f"{what}: CPU time limit reached (signal {-code})"}
+        kind = "memory" if "MemoryError" in stderr else "crash"
+        return {"error_kind": kind, "error": f"{what} (exit code {code}); stderr: {stderr or '(empty)'}"}
+
+    # ----------------------------------------------------------------------------- worker
+
+    def _ensure_worker(self) -> subprocess.Popen:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        self._proc = None
+        self._stderr_tail.clear()
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
+        cpu_budget = 1_000_000  # the per-job soft limit is what counts; the worker is replaced on timeout
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(WORKER_SCRIPT), str(self.memory_mb), str(cpu_budget)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=self._scratch,
+            env=env,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._drain_stderr, args=(proc,), daemon=True).start()
+        self.workers_started += 1
+        line = self._read_line(proc, _START_TIMEOUT_S)
+        if line is None or '"ready"' not in line:
+            self._proc = proc
+            self._stop_worker()
+            stderr = "".join(self._stderr_tail).strip()[-800:]
+            raise RuntimeError(f"verifier worker did not start ({WORKER_SCRIPT}): {stderr or line!r}")
+        self._proc = proc
+        return proc
+
+    def _drain_stderr(self, proc: subprocess.Popen) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            self._stderr_tail.append(line[:400])
+
+    @staticmethod
+    def _read_line(proc: subprocess.Popen, timeout_s: float) -> str | None:
+        """One protocol line, or None on timeout or end of stream."""
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([proc.stdout], [], [], remaining)
+            if ready:
+                line = proc.stdout.readline()
+                return line or None
+
+    def _stop_worker(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+    # ----------------------------------------------------------------------------- databases
+
+    def _copies(self, job: VerifierJob) -> tuple[Path, Path]:
+        """Fresh read-only copies of both databases for this job (from cached pristine copies)."""
+        self._copy_seq += 1
+        out = []
+        for role, source in (("initial", job.initial_db), ("final", job.final_db)):
+            pristine = self._pristine_copy(Path(source))
+            target = self._scratch / f"job{self._copy_seq}_{role}.db"
+            shutil.copyfile(pristine, target)
+            target.chmod(0o444)
+            out.append(target)
+        return out[0], out[1]
+
+    def _pristine_copy(self, source: Path) -> Path:
+        """A consistent single-file snapshot of `source` (WAL folded in), made once per version."""
+        stat = source.stat()  # FileNotFoundError names the missing path
+        key = (str(source.resolve()), stat.st_mtime_ns, stat.st_size)
+        cached = self._pristine.get(key)
+        if cached is not None and cached.exists():
+            return cached
+        target = self._scratch / f"pristine{len(self._pristine)}.db"
+        target.unlink(missing_ok=True)
+        src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+        try:
+            dst = sqlite3.connect(target)
+            try:
+                src.backup(dst)
+                dst.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        self._pristine[key] = target
+        return target
+
+
+def _to_outcome(function: VerifierFunction, reply: dict) -> VerifierOutcome:
+    elapsed = float(reply.get("elapsed_ms", 0.0))
+    output = reply.get("output")
+    if reply.get("error_kind"):
+        return VerifierOutcome(
+            ok=False, function=function, error_kind=reply["error_kind"], error=reply.get("error"),
+            elapsed_ms=elapsed, output=output,
+        )
+    result = json.loads(reply["result_json"])
+    verdict = None
+    if function == "verify_task_completion":
+        raw = result.get("result")
+        normalised = raw.strip().lower() if isinstance(raw, str) else None
+        if normalised not in ("complete", "others"):
+            return VerifierOutcome(
+                ok=False, function=function, result=result, error_kind="bad_return",
+                error=f"verify_task_completion must return {{'result': 'complete'|'others'}}, got result={raw!r}",
+                elapsed_ms=elapsed, output=output,
+            )
+        verdict = normalised
+    return VerifierOutcome(
+        ok=True, function=function, result=result, verdict=verdict, elapsed_ms=elapsed, output=output
+    )
+
+
+def verifier_functions(code: str) -> list[str]:
+    """Names of the verifier entry points a code string defines (a text scan; nothing runs)."""
+    import re
+
+    return [
+        name for name in ("verify_task_completion", "verify_task")
+        if re.search(rf"^\s*(?:async\s+)?def\s+{name}\s*\(", code, re.M)
+    ]
