@@ -44,7 +44,7 @@ def quality_check_name(stage: str) -> str:
     return f"{stage}_quality"
 
 
-def _metadata(store, key: str, stage: str, outcome, usage: dict) -> dict:
+def _metadata(store, key: str, stage: str, outcome, usage: dict, model: str) -> dict:
     meta = {k: v for k, v in outcome.metadata.items() if isinstance(v, (int, float, str, bool))}
     return {
         **meta,
@@ -55,6 +55,7 @@ def _metadata(store, key: str, stage: str, outcome, usage: dict) -> dict:
         "prompt_tokens": usage["prompt_tokens"],
         "completion_tokens": usage["completion_tokens"],
         "cost_usd": float(usage["cost_usd"]),
+        "llm_model": model,
         "preview": dg.MetadataValue.md(previews.preview(store, key, stage)),
         "attempt_history": dg.MetadataValue.md(previews.attempt_history(outcome.history)),
         "last_prompt": dg.MetadataValue.md(previews.last_prompt(outcome.history)),
@@ -114,7 +115,7 @@ def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.Asse
                                            "valid": valid.passed, "quality_ok": quality.passed,
                                            **{k: v for k, v in meta.items() if isinstance(v, (int, float, str, bool))}})
         return dg.MaterializeResult(
-            metadata=_metadata(st, key, stage, outcome, usage),
+            metadata=_metadata(st, key, stage, outcome, usage, client.model),
             check_results=[
                 dg.AssetCheckResult(check_name=valid_check_name(stage), passed=valid.passed,
                                     description=valid.description, metadata=valid.metadata),

@@ -25,6 +25,11 @@ def _tasks_block(tasks: list[str]) -> str:
     return "\n".join(f"{i}. {t}" for i, t in enumerate(tasks))
 
 
+def _context(name: str, description: str, task_list: list[str], schema_sql: str) -> str:
+    """The scenario, its tasks and its schema: what every stage after the schema works from."""
+    return f"Scenario: {name}\n{description}\n\nTasks:\n{_tasks_block(task_list)}\n\nSchema:\n{schema_sql}"
+
+
 def scenario_generation(seeds: list[dict[str, Any]], existing: list[str], n: int) -> list[dict[str, str]]:
     examples = "\n".join(f"- {s['name']}" + (f": {s['description']}" if s.get("description") else "") for s in seeds)
     taken = "\n".join(f"- {e}" for e in existing[:200]) or "(none yet)"
@@ -87,14 +92,7 @@ Answer with JSON: {{"tables": [{{"name": str, "ddl": "CREATE TABLE ...", "indexe
 def sample_data(name: str, description: str, task_list: list[str], schema_sql: str,
                 corrections: list[str] | None = None) -> list[dict[str, str]]:
     return _messages(
-        f"""Scenario: {name}
-{description}
-
-Tasks:
-{_tasks_block(task_list)}
-
-Schema:
-{schema_sql}
+        f"""{_context(name, description, task_list, schema_sql)}
 
 Write INSERT statements for the initial state so that EVERY task is feasible from it. Rules:
 - Rows that match and rows that do not match each task's filters; 5-10+ rows for anything listed.
@@ -109,14 +107,7 @@ Answer with JSON: {{"tables": [{{"table_name": str, "reasoning": str, "insert_st
 def api_spec(name: str, description: str, task_list: list[str], schema_sql: str,
              corrections: list[str] | None = None) -> list[dict[str, str]]:
     return _messages(
-        f"""Scenario: {name}
-{description}
-
-Tasks:
-{_tasks_block(task_list)}
-
-Schema:
-{schema_sql}
+        f"""{_context(name, description, task_list, schema_sql)}
 
 Design the minimal REST API that lets an agent complete every task. For each endpoint give: path, method,
 summary, description, operation_id (snake_case; it becomes the tool name), tags, request_params

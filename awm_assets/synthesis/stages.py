@@ -6,15 +6,13 @@ rate; `commit()` writes the accepted artifact to the store atomically and return
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from awm_resources.llm import extract_code, parse_model
-from awm_resources.sqlite_build import SampleTable, SchemaTable, build_database, sample_sql, schema_sql
+from awm_resources.sqlite_build import BuildResult, SampleTable, SchemaTable, build_database, sample_sql, schema_sql
 from awm_resources.store import atomic_path
 
 from awm_assets.synthesis import prompts
@@ -63,8 +61,11 @@ class TasksStage:
         return {"tasks": len(artifact["tasks"])}
 
 
-def _failures_text(result) -> list[str]:
-    return [f"{f.kind} #{f.index} of table {f.table}: {f.error} -- {f.statement}" for f in result.failures]
+def _trial_build(tables: list[SchemaTable], samples: list[SampleTable] | None) -> tuple[BuildResult, list[str]]:
+    """Execute schema (and sample data) in a throw-away SQLite file; the failures become error lines."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = build_database(Path(tmp) / "trial.db", tables, samples)
+    return result, [f"{f.kind} #{f.index} of table {f.table}: {f.error} -- {f.statement}" for f in result.failures]
 
 
 class SchemaStage:
@@ -77,9 +78,7 @@ class SchemaStage:
         name, desc = scenario_info(ctx)
         text, sent, raw = _single_call(ctx, self.name, prompts.db_schema(name, desc, load_tasks(ctx), ctx.corrections()))
         out = parse_model(text, SchemaOutput)
-        with tempfile.TemporaryDirectory() as tmp:
-            result = build_database(Path(tmp) / "schema.db", out.tables, None)
-        errors = _failures_text(result)
+        result, errors = _trial_build(out.tables, None)
         return AttemptResult(artifact={"tables": [t.model_dump() for t in out.tables]}, error_rate=result.table_error_rate,
                              errors={"_": errors} if errors else {},
                              metrics={"tables": result.tables_total, "tables_failed": result.tables_failed,
@@ -105,9 +104,7 @@ class SampleDataStage:
         text, sent, raw = _single_call(ctx, self.name, prompts.sample_data(
             name, desc, load_tasks(ctx), schema_sql(tables), ctx.corrections()))
         out = parse_model(text, SampleOutput)
-        with tempfile.TemporaryDirectory() as tmp:
-            result = build_database(Path(tmp) / "sample.db", tables, out.tables)
-        errors = _failures_text(result)
+        result, errors = _trial_build(tables, out.tables)
         return AttemptResult(artifact={"tables": [t.model_dump() for t in out.tables]}, error_rate=result.insert_error_rate,
                              errors={"_": errors} if errors else {},
                              metrics={"inserts": result.inserts_total, "inserts_failed": result.inserts_failed,
