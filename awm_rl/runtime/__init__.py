@@ -1,0 +1,1 @@
+"""Environment runtime: host generated env code, isolated resettable instances, Ray actors, MCP endpoint."""

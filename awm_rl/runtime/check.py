@@ -1,0 +1,201 @@
+"""Execution check of generated environment code, in a throw-away worker process with limits.
+
+`check_env_code(code, initial_db, expected_tools=...)` is what the env_code synthesis stage uses to
+accept an attempt (paper: "it imports, starts, answers a health check and lists every tool"). The
+code runs in `python -m awm_rl.runtime.check` (a fresh interpreter in its own process group) against
+a copy of the initial database, with the network refused, an address-space cap and a deadline; the
+parent kills the whole group when the deadline passes. Code that hangs at import, calls `sys.exit`
+or `os._exit`, segfaults or allocates without bound yields `ok=False` and a clear `error`; the
+temporary folder is always removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+# Interpreter start plus FastAPI/SQLAlchemy/pydantic imports on a busy 2-core machine.
+STARTUP_ALLOWANCE_S = 20.0
+
+
+class EnvCodeCheck(BaseModel):
+    """Outcome of one execution check (stored as stage metadata / in attempt records)."""
+
+    ok: bool
+    tools: list[str] = Field(default_factory=list)
+    missing_tools: list[str] = Field(default_factory=list, description="expected (spec) tools the app lacks")
+    extra_tools: list[str] = Field(default_factory=list, description="tools the app has beyond the spec")
+    shadowed_tools: dict[str, str] = Field(
+        default_factory=dict, description="tool -> the earlier route that HTTP routing sends its requests to")
+    error: str | None = None
+    import_ms: float | None = None
+    lines_of_code: int = 0
+    health_tool: str | None = None
+    health_status: int | None = None
+    health_text: str | None = None
+    exit_code: int | None = None
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _tail(text: str, n: int = 2000) -> str:
+    return text if len(text) <= n else "..." + text[-n:]
+
+
+def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | None = None,
+                   timeout_s: float = 30, memory_mb: int = 1024) -> EnvCodeCheck:
+    """Import `code` against a copy of `initial_db` in a limited worker; list tools; call a read tool."""
+    lines = len(code.splitlines())
+    initial_db = Path(initial_db)
+    if not initial_db.is_file():
+        return EnvCodeCheck(ok=False, lines_of_code=lines, error=f"initial database not found: {initial_db}")
+    work = Path(tempfile.mkdtemp(prefix="awm-envcheck-"))
+    try:
+        (work / "server.py").write_text(code, encoding="utf-8")
+        shutil.copyfile(initial_db, work / "initial.db")
+        job = {"timeout_s": timeout_s, "memory_mb": memory_mb, "expected_tools": expected_tools}
+        (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_PATH",)}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        started = time.monotonic()
+        with open(work / "stderr.txt", "wb") as err, open(work / "stdout.txt", "wb") as out:
+            proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.check", str(work)],
+                                    stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=work, env=env,
+                                    start_new_session=True)
+            try:
+                rc = proc.wait(timeout=timeout_s + STARTUP_ALLOWANCE_S)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                rc = None
+            finally:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+        elapsed = time.monotonic() - started
+        stderr = (work / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+        result_file = work / "result.json"
+        if result_file.is_file():
+            data = json.loads(result_file.read_text(encoding="utf-8"))
+            data.setdefault("lines_of_code", lines)
+            data["exit_code"] = rc
+            return EnvCodeCheck(**data)
+        if timed_out:
+            why = f"the check did not finish within {timeout_s + STARTUP_ALLOWANCE_S:.0f}s (killed after {elapsed:.0f}s); " \
+                  "the code probably hangs at import or in its health check"
+        elif rc is not None and rc < 0:
+            why = f"the worker crashed with {_signal_name(rc)}" + (" (segmentation fault)" if rc == -signal.SIGSEGV else "")
+        else:
+            why = f"the worker exited with status {rc} before reporting (the code may call os._exit, or ran out of memory)"
+        if stderr.strip():
+            why += f"\nworker stderr (tail):\n{_tail(stderr)}"
+        return EnvCodeCheck(ok=False, lines_of_code=lines, error=why, exit_code=rc)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# worker side
+
+def _health_check(host: Any) -> tuple[str | None, int | None, str | None]:
+    """Call the GET tool with the fewest required arguments that its examples can fill."""
+    from awm_rl.runtime.tools import example_arguments, looks_read_only
+
+    candidates = [t for t in host.tools.values() if t.method == "GET"]
+    candidates.sort(key=lambda t: (not looks_read_only(t.name), len(t.input_schema.get("required", [])), t.name))
+    for tool in candidates:
+        args = example_arguments(tool.input_schema)
+        if args is None:
+            continue
+        iid = host.create_instance()
+        try:
+            result = host.call_tool(iid, tool.name, args)
+        finally:
+            host.release(iid)
+        return tool.name, result.status, result.text[:500]
+    return None, None, None
+
+
+def _worker(work: Path) -> int:
+    import faulthandler
+    import warnings
+
+    faulthandler.enable()  # a segfault prints the Python stack to stderr (reported by the parent)
+    job = json.loads((work / "job.json").read_text(encoding="utf-8"))
+    code = (work / "server.py").read_text(encoding="utf-8")
+    lines = len(code.splitlines())
+
+    def report(**data: Any) -> None:
+        data.setdefault("lines_of_code", lines)
+        tmp = work / "result.json.tmp"
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, work / "result.json")
+
+    # Warm the heavy imports before the limits, so the cap measures the generated code only.
+    import fastapi  # noqa: F401
+    import sqlalchemy  # noqa: F401
+
+    from awm_rl.limits import Watchdog, apply_memory_limit, arm_permanently, rss_bytes
+    from awm_rl.runtime import host as host_mod
+    from awm_rl.runtime.envcode import EnvLoadError
+
+    memory_mb = int(job["memory_mb"])
+    apply_memory_limit(memory_mb)
+    host_mod._watchdog = Watchdog(rss_cap_mb=int(rss_bytes() / 2**20) + memory_mb)
+    arm_permanently()
+    timeout_s = float(job["timeout_s"])
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            host = host_mod.ScenarioHost("check", code, work / "initial.db", source_path=str(work / "server.py"),
+                                         call_timeout_s=min(timeout_s, 10.0), import_timeout_s=timeout_s)
+    except EnvLoadError as exc:
+        report(ok=False, error=str(exc), import_ms=(time.perf_counter() - t0) * 1000)
+        return 0
+    except MemoryError:
+        report(ok=False, error="environment code ran out of memory while importing (memory cap reached)")
+        return 0
+    import_ms = (time.perf_counter() - t0) * 1000
+    tools = list(host.tools)
+    expected = job.get("expected_tools")
+    missing = [t for t in expected if t not in host.tools] if expected is not None else []
+    extra = [t for t in tools if expected is not None and t not in set(expected)]
+    errors = []
+    if not tools:
+        errors.append("the app exposes no tools (no routes with an operation_id)")
+    if missing:
+        errors.append(f"{len(missing)} tool(s) of the API spec are missing from the app: {', '.join(missing)}")
+    shadowed = {t.name: t.shadowed_by for t in host.tools.values() if t.shadowed_by}
+    if shadowed:
+        errors.append("unreachable tool(s), an earlier route with the same method and a matching path answers "
+                      "their requests: " + ", ".join(f"{k} (shadowed by {v})" for k, v in shadowed.items()))
+    health_tool, health_status, health_text = _health_check(host)
+    if health_status is not None and health_status >= 500:
+        errors.append(f"health check {health_tool!r} failed with HTTP {health_status}: {health_text}")
+    report(ok=not errors, tools=tools, missing_tools=missing, extra_tools=extra, shadowed_tools=shadowed,
+           import_ms=import_ms,
+           error="; ".join(errors) or None, health_tool=health_tool, health_status=health_status,
+           health_text=health_text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker(Path(sys.argv[1])))

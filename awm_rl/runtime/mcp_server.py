@@ -1,0 +1,61 @@
+"""One environment as a standard MCP server (fastmcp, streamable HTTP), for any MCP client.
+
+`awm serve SCENARIO` runs this in its own process: the scenario's env code is loaded by a
+`ScenarioHost` (same tool listing, argument convention and FastAPI validation as the pool), one
+instance with its own in-memory database copy is served, and an extra `reset_environment` tool
+restores the initial database. The process is the worker: network refused while env code runs, an
+address-space cap, a deadline per call (a handler stuck in CPU/C code ends the process through the
+watchdog; whoever supervises it restarts it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastmcp import FastMCP
+from fastmcp.tools.base import Tool, ToolResult as McpToolResult
+from mcp.types import TextContent
+from pydantic import PrivateAttr
+
+from awm_rl.runtime.host import ScenarioHost
+
+RESET_TOOL = "reset_environment"
+
+
+class _EnvTool(Tool):
+    """An environment tool: arguments go unchanged to the app (FastAPI validates them, as over HTTP)."""
+
+    _host: Any = PrivateAttr(default=None)
+    _instance: str = PrivateAttr(default="")
+
+    async def run(self, arguments: dict[str, Any]) -> McpToolResult:
+        result = await self._host.call_tool_async(self._instance, self.name, arguments)
+        return McpToolResult(content=[TextContent(type="text", text=result.text)], is_error=not result.ok)
+
+
+class _ResetTool(Tool):
+    _host: Any = PrivateAttr(default=None)
+    _instance: str = PrivateAttr(default="")
+
+    async def run(self, arguments: dict[str, Any]) -> McpToolResult:
+        self._host.reset(self._instance)
+        return McpToolResult(content=[TextContent(type="text", text='{"reset": true}')])
+
+
+def build_mcp_server(host: ScenarioHost) -> tuple[FastMCP, str]:
+    """A FastMCP server exposing every tool of `host` on one new instance; returns (server, instance id)."""
+    instance = host.create_instance()
+    server = FastMCP(name=f"awm-{host.scenario}",
+                     instructions=f"Agent World Model environment {host.scenario!r}: {len(host.tools)} tools over "
+                                  "a private SQLite database. Call reset_environment to restore the initial state.")
+    for spec in host.list_tools():
+        tool = _EnvTool(name=spec["name"], description=spec["description"] or spec["name"],
+                        parameters=spec["input_schema"])
+        tool._host, tool._instance = host, instance
+        server.add_tool(tool)
+    reset_name = RESET_TOOL if RESET_TOOL not in host.tools else f"awm_{RESET_TOOL}"
+    reset = _ResetTool(name=reset_name, description="Restore this environment's database to its initial state.",
+                       parameters={"type": "object", "properties": {}})
+    reset._host, reset._instance = host, instance
+    server.add_tool(reset)
+    return server, instance

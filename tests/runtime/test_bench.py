@@ -1,0 +1,44 @@
+"""`awm bench serve --quick --json`: one small run of both sides; the report has every promised key.
+
+No timed assertions: speed is what the benchmark reports, not what tests check.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+KEYS = ["instances", "cold_start_ms", "create_ms_p50", "reset_ms_p50", "call_ms_p50", "call_ms_p99",
+        "throughput_calls_per_s", "rss_mb_total", "db_mb_total", "mb_per_instance"]
+
+
+def test_bench_serve_quick(corpus_store, tmp_path):
+    awm = Path(sys.executable).with_name("awm")
+    cmd = ([str(awm), "bench", "serve"] if awm.is_file()
+           else [sys.executable, "-m", "awm_rl.runtime.commands", "bench-serve"])
+    out = tmp_path / "report.json"
+    res = subprocess.run(cmd + ["--json", "--quick", "--scenarios", "rover", "gofundme", "--home",
+                                str(corpus_store.root), "--out", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads(res.stdout)
+    assert report == json.loads(out.read_text())
+    for side in ("ours", "baseline"):
+        for key in KEYS:
+            assert report[side].get(key) is not None, (side, key)
+    ours, base = report["ours"], report["baseline"]
+    assert ours["host_call_ms_p50"] > 0 and ours["workload_ok_calls"] == ours["workload_calls"] > 0
+    assert ours["isolation"]["ok"], ours["isolation"]["problems"]
+    assert set(report["scenarios"]) == {"rover", "gofundme"}
+    assert base["instances"] == 2 and "extrapolated" in base["note"]
+    assert set(report["ratios"]) >= {"cold_start_ms", "reset_ms_p50", "call_ms_p50", "mb_per_instance"}
+    assert set(report["targets"]) and isinstance(report["all_targets_met"], bool)
+
+
+def test_bench_rejects_unknown_scenario(corpus_store):
+    res = subprocess.run([sys.executable, "-m", "awm_rl.runtime.commands", "bench-serve", "--quick",
+                          "--scenarios", "atlantis", "--home", str(corpus_store.root)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "atlantis" in res.stderr
