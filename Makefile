@@ -8,6 +8,8 @@ export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export AWM_HOME ?= $(CURDIR)/.awm_home
 export HF_HUB_OFFLINE := 1
 export RAY_AUTH_MODE := disabled
+# A local Ray in single-node mode binds to loopback (unset it to join a multi-node cluster).
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 PORT ?= 3000
 
 .PHONY: install demo synth ui test clean

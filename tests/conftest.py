@@ -17,6 +17,8 @@ GENERATED_SCENARIOS = ["doordash_drive_delivery_tracking", "etsy_digital_downloa
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+# Ray's single-node mode: the local cluster binds to loopback, so test traffic never leaves `lo`.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
