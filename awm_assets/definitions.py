@@ -9,12 +9,14 @@ from awm_assets.resources import build_resources
 from awm_assets.scenario_assets import scenario_generation
 from awm_assets.sensors import catalog_refresh_sensor, new_scenario_sensor, seed_batch_sensor
 from awm_assets.stage_assets import build_stage_assets
+from awm_assets.training import grpo_training, training_job, training_schedule
 
 stage_assets = build_stage_assets()
 
 defs = dg.Definitions(
-    assets=[scenario_generation, *stage_assets, environment_catalog, evaluation],
-    jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job],
+    assets=[scenario_generation, *stage_assets, environment_catalog, evaluation, grpo_training],
+    jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job, training_job],
+    schedules=[training_schedule],
     sensors=[seed_batch_sensor, new_scenario_sensor, catalog_refresh_sensor],
     resources=build_resources(),
 )

@@ -1,0 +1,246 @@
+"""The one configuration object of a GRPO run, with the paper's defaults, loadable from YAML.
+
+Defaults follow AWM (arXiv 2602.10090, training setup): G=16 rollouts per task, 64 tasks per
+step, mini-batch 16 tasks, lr 7e-7, KL 0.001, entropy 0, clip-high 0.28, temperature 1.0, 2,048
+response tokens per turn, a 32k context, 20 turns, sequence-level importance sampling, 96 steps,
+history window w=3. A YAML file overrides any of them section by section; unknown keys are
+errors (a typo must not silently train with a default).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+
+class ModelConfig(_Section):
+    """The policy: a Hugging Face path/id, or the tiny Qwen3 built locally (tests, demos)."""
+
+    path: str | None = Field(default=None, description="model folder or hub id (a GPU run: e.g. Qwen/Qwen3-4B)")
+    tiny: bool = Field(default=False, description="build awm_rl.tiny_model's Qwen3 (random init, local tokenizer)")
+    tiny_cache_dir: str | None = Field(default=None, description="where the tiny model is cached (default $AWM_HOME/models)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    gradient_checkpointing: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelConfig":
+        if bool(self.path) == bool(self.tiny):
+            raise ValueError("model: set exactly one of `path` (a model folder or hub id) or `tiny: true`")
+        return self
+
+
+class EnvironmentsConfig(_Section):
+    """Which environments and tasks to train on (a filter of the environment catalog)."""
+
+    store_root: str | None = Field(default=None, description="artifact store (default $AWM_HOME)")
+    catalog: str | None = Field(default=None, description="catalog JSON (default <store_root>/catalog.json)")
+    scenarios: list[str] | None = Field(default=None, description="only these environments (default: all ready)")
+    max_scenarios: int | None = Field(default=None, ge=1)
+    max_tasks_per_scenario: int | None = Field(default=None, ge=1)
+    verifier_audit: Literal["catalog", "run", "stored", "off"] = Field(
+        default="catalog", description="leave out tasks whose verifier fails the do-nothing audit: as the catalog "
+        "says (auditing environments it has no audit for), audit now, the stored verifier_audit.json, or keep all")
+    env_hosts: int | None = Field(default=None, ge=1, description="Ray host actors for environment instances")
+    call_timeout_s: float = 10.0
+
+
+class GRPOSettings(_Section):
+    """The optimisation (paper defaults)."""
+
+    steps: int = Field(default=96, ge=1, description="RL steps; each runs tasks_per_step x group_size rollouts")
+    group_size: int = Field(default=16, ge=2, description="G rollouts per task (group-relative advantages)")
+    tasks_per_step: int = Field(default=64, ge=1)
+    mini_batch_tasks: int = Field(default=16, ge=1, description="tasks per policy update (tasks_per_step / this updates per step)")
+    micro_batch_samples: int = Field(default=8, ge=1, description="per-turn samples per forward/backward pass")
+    learning_rate: float = Field(default=7e-7, gt=0)
+    beta: float = Field(default=0.001, ge=0, description="KL coefficient against the initial policy")
+    entropy_coef: float = 0.0
+    epsilon: float = Field(default=0.2, gt=0, description="clip low")
+    epsilon_high: float = Field(default=0.28, gt=0, description="clip high")
+    importance_sampling_level: Literal["sequence", "token"] = "sequence"
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "grpo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = 0
+    save_every: int = Field(default=1, ge=1, description="checkpoint every N RL steps")
+    save_total_limit: int | None = Field(default=2, description="keep at most this many checkpoints (None: all)")
+    seed: int = 42
+
+    @model_validator(mode="after")
+    def _divisible(self) -> "GRPOSettings":
+        if self.tasks_per_step % self.mini_batch_tasks:
+            raise ValueError(f"grpo.tasks_per_step ({self.tasks_per_step}) must be a multiple of grpo.mini_batch_tasks "
+                             f"({self.mini_batch_tasks})")
+        return self
+
+    @property
+    def updates_per_step(self) -> int:
+        return self.tasks_per_step // self.mini_batch_tasks
+
+
+class RolloutConfig(_Section):
+    """Episodes: the meta-tool loop, its history window and generation limits."""
+
+    max_turns: int = Field(default=20, ge=1)
+    history: Literal["window", "full"] = Field(
+        default="window", description="window: a turn sees system + task + first list_tools exchange + the last "
+        "`window` exchanges (history-aware); full: the whole conversation")
+    window: int = Field(default=3, ge=0)
+    max_response_tokens: int = Field(default=2048, ge=1, description="generation limit of one turn")
+    max_context_tokens: int = Field(default=32_768, ge=16, description="prompt + response limit of one turn")
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = 1.0
+    concurrency: int = Field(default=256, ge=1, description="episodes in flight at once")
+    batch_wait_ms: float = Field(default=20.0, ge=0, description="how long a generation batch waits for more turns")
+    tool_listing: Literal["full", "compact"] = Field(
+        default="full", description="compact: list_tools answers names and schemas without documentation "
+        "(tiny CPU models only; the format rules are unchanged)")
+
+    @property
+    def effective_window(self) -> int | None:
+        return None if self.history == "full" else self.window
+
+
+class JudgeConfig(_Section):
+    """How episodes that end normally are classified (awm_rl.reward.Judge)."""
+
+    mode: Literal["code", "llm", "sql"] = "code"
+    llm_model: str | None = Field(default=None, description="litellm model for llm/sql modes (default $AWM_LLM_MODEL)")
+    llm_api_base: str | None = None
+    timeout_s: float = 10.0
+
+
+class WarmStartConfig(_Section):
+    """A short supervised start on scripted, format-valid trajectories, so rewards vary within groups.
+
+    A randomly initialised policy never emits a valid tool call: every reward is -1, every
+    advantage 0 and nothing trains. Off for a real instruction-tuned model.
+    """
+
+    enabled: bool = False
+    steps: int = Field(default=150, ge=1, description="at most this many full-batch steps")
+    target_loss: float | None = Field(default=0.003, gt=0, description="stop once the mean token loss is below this")
+    learning_rate: float = Field(default=1e-2, gt=0)
+    tasks_per_scenario: int = Field(default=3, ge=1)
+
+
+class GenerationConfig(_Section):
+    """Where turns are generated: transformers (CPU or GPU) or vLLM (GPU, colocated or a server)."""
+
+    backend: Literal["auto", "transformers", "vllm"] = Field(
+        default="auto", description="auto: vLLM when it is installed and a GPU is visible, else transformers")
+    vllm_mode: Literal["colocate", "server"] = "colocate"
+    vllm_gpu_memory_utilization: float = 0.35
+    vllm_server_base_url: str | None = None
+    vllm_max_model_length: int | None = None
+    vllm_importance_sampling_correction: bool = True
+
+
+class RayConfig(_Section):
+    """Where the job runs: the cluster at `address` / $RAY_ADDRESS, else a local one."""
+
+    address: str | None = None
+    trainer_num_gpus: float = Field(default=0, ge=0, description="GPUs of the trainer actor (0 on CPU machines)")
+    trainer_num_cpus: float = Field(default=1, ge=0)
+    torch_threads: int | None = Field(default=None, description="torch CPU threads in the trainer (default: all cores)")
+    in_process: bool = Field(default=False, description="run the trainer in the calling process instead of an actor")
+    startup_timeout_s: float = Field(default=300, gt=0, description="how long the trainer actor may wait for resources")
+
+
+class TrainConfig(_Section):
+    """Everything a run needs; `load_config` reads it from YAML."""
+
+    name: str = "grpo"
+    output_dir: str | None = Field(default=None, description="default $AWM_HOME/training/<name>")
+    model: ModelConfig
+    environments: EnvironmentsConfig = Field(default_factory=EnvironmentsConfig)
+    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
+    generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
+    log_samples: bool = Field(default=False, description="write every step's conversations and per-turn samples "
+                              "(decoded) under steps/ (large at scale; the tiny config turns it on)")
+
+    @model_validator(mode="after")
+    def _context(self) -> "TrainConfig":
+        if self.rollout.max_response_tokens >= self.rollout.max_context_tokens:
+            raise ValueError(f"rollout.max_response_tokens ({self.rollout.max_response_tokens}) must be below "
+                             f"rollout.max_context_tokens ({self.rollout.max_context_tokens})")
+        return self
+
+    # -- resolved paths ------------------------------------------------------------------------
+    def store_root(self) -> Path:
+        from awm_resources.store import default_home
+
+        return Path(self.environments.store_root).resolve() if self.environments.store_root else default_home()
+
+    def resolved_output_dir(self) -> Path:
+        if self.output_dir:
+            return Path(self.output_dir).resolve()
+        return self.store_root() / "training" / self.name
+
+    def resolved(self) -> "TrainConfig":
+        """A copy with store root and output folder made absolute (what travels to the trainer actor)."""
+        data = self.model_dump()
+        data["environments"]["store_root"] = str(self.store_root())
+        data["output_dir"] = str(self.resolved_output_dir())
+        if self.model.tiny and not self.model.tiny_cache_dir:
+            data["model"]["tiny_cache_dir"] = str(self.store_root() / "models")
+        return TrainConfig.model_validate(data)
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be read or does not validate; the message names the file and field."""
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _format_errors(source: str, exc: ValidationError) -> str:
+    lines = [f"{source}: invalid training config:"]
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "<root>"
+        lines.append(f"  {where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def config_from_dict(data: dict[str, Any], *, source: str = "<config>",
+                     overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Validate a config mapping (plus nested `overrides`), with errors naming `source` and the field."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a training config must be a mapping, got {type(data).__name__}")
+    try:
+        return TrainConfig.model_validate(_merge(data, overrides or {}))
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(source, exc)) from None
+
+
+def load_config(path: str | os.PathLike[str], overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Read a YAML config; `overrides` is merged on top (nested dicts merge, other values replace)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"training config {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return config_from_dict(data, source=str(path), overrides=overrides)

@@ -1,0 +1,122 @@
+"""Per-step metrics of a GRPO run: rollout statistics, the metrics file, and the curves plot.
+
+Every RL step appends one JSON line to `metrics.jsonl`: reward mean/std, completion rate
+(Completed), partial rate, format-error ratio, environment-error ratio, agent-error ratio, turns,
+rollout / judge / train / step seconds, tokens, samples, and the optimiser's numbers (loss, KL,
+entropy, clip ratios, grad norm, learning rate), plus the checkpoint written at that step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from awm_rl.agent.episode import Episode, EpisodeScore
+
+METRICS_FILE = "metrics.jsonl"
+CURVES_FILE = "curves.png"
+# Optimiser numbers copied from TRL's per-update logs into the step record (averaged over updates).
+TRAIN_KEYS = ("loss", "grad_norm", "learning_rate", "kl", "entropy", "clip_ratio/region_mean", "clip_ratio/high_mean",
+              "clip_ratio/low_mean", "policy_loss", "step_time")
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 6) if values else 0.0
+
+
+def rollout_metrics(episodes: list[Episode], scores: list[EpisodeScore]) -> dict[str, float]:
+    """Outcome ratios, reward and turn statistics of one step's episodes."""
+    n = len(scores)
+    rewards = [s.reward for s in scores]
+    mean = _mean(rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n) if n else 0.0
+
+    def ratio(outcome: str) -> float:
+        return round(sum(s.outcome == outcome for s in scores) / n, 6) if n else 0.0
+
+    return {
+        "episodes": n, "reward_mean": mean, "reward_std": round(std, 6),
+        "completion_rate": ratio("completed"), "partial_rate": ratio("partially_completed"),
+        "format_error_ratio": ratio("format_error"), "environment_error_ratio": ratio("environment_error"),
+        "agent_error_ratio": ratio("agent_error"),
+        "turns_mean": _mean([e.turns for e in episodes]), "tool_calls_mean": _mean([e.tool_calls for e in episodes]),
+        "prompt_tokens": sum(s.prompt_tokens for e in episodes for s in e.steps),
+        "completion_tokens": sum(s.completion_tokens for e in episodes for s in e.steps),
+        "judge_cost_usd": round(sum(s.judge.cost_usd for s in scores if s.judge), 6),
+    }
+
+
+class MetricsWriter:
+    """Appends step records to `metrics.jsonl` (one line each, flushed) and keeps them for the plot."""
+
+    def __init__(self, out_dir: Path, on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.path = Path(out_dir) / METRICS_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("", encoding="utf-8")
+        self.records: list[dict[str, Any]] = []
+        self.on_event = on_event
+        self._lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            self.records.append(record)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record, ensure_ascii=False, default=float) + "\n")
+                fh.flush()
+        if self.on_event:
+            self.on_event({"kind": "step", "message": format_step(record), "record": record})
+
+
+def format_step(r: dict[str, Any]) -> str:
+    return (f"step {r['step']}/{r.get('steps', '?')}: reward {r['reward_mean']:+.3f} (std {r['reward_std']:.3f}), "
+            f"completed {r['completion_rate']:.0%}, format errors {r['format_error_ratio']:.0%}, "
+            f"env errors {r['environment_error_ratio']:.0%}, turns {r['turns_mean']:.1f}, loss {r.get('loss', 0):.4g}, "
+            f"rollout {r['rollout_s']:.1f}s, step {r['step_s']:.1f}s")
+
+
+def read_metrics(out_dir: Path) -> list[dict[str, Any]]:
+    path = Path(out_dir) / METRICS_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_curves(records: list[dict[str, Any]], path: Path) -> Path:
+    """Reward mean (with std band) and completion / format-error / environment-error rates per step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in records]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.2), dpi=100)
+    mean = [r["reward_mean"] for r in records]
+    std = [r["reward_std"] for r in records]
+    ax1.plot(steps, mean, marker="o", color="#4c72b0", label="reward mean")
+    ax1.fill_between(steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.2,
+                     color="#4c72b0")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("reward")
+    ax1.set_ylim(-1.05, 1.05)
+    ax1.set_title("Reward")
+    for key, label, color in (("completion_rate", "completed", "#55a868"), ("format_error_ratio", "format error", "#c44e52"),
+                              ("environment_error_ratio", "environment error", "#8172b2")):
+        ax2.plot(steps, [r[key] for r in records], marker="o", label=label, color=color)
+    ax2.set_ylim(-0.02, 1.02)
+    ax2.set_xlabel("step")
+    ax2.set_title("Completion and error rates")
+    ax2.legend(fontsize=7)
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        if steps:
+            ax.set_xticks(steps if len(steps) <= 12 else steps[:: max(1, len(steps) // 12)])
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,197 @@
+"""Rollouts for training: the agent loop in many threads, their turns generated in batches.
+
+Every episode runs the shared meta-tool loop (`awm_rl.agent.run_episode`: format checks with early
+stop, environment calls on the Ray pool, the history window), each in its own thread. The policy
+those threads call does not generate by itself: it renders the turn's prompt, hands it to a
+`GenerationBroker` and waits. The trainer's thread serves the broker, generating every waiting
+turn in one batch (vLLM or transformers, through the trainer's own generation path, so weights
+are synced and sampling settings apply), and the policy records the exact prompt and completion
+tokens of each turn for the history-aware samples.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from awm_rl.agent.episode import Episode
+from awm_rl.agent.loop import EnvironmentPool, EpisodeSpec, LoopConfig, run_episode
+from awm_rl.agent.policies import PolicyError, PolicyOutput, PolicyRequest
+from awm_rl.training.samples import TurnTokens, render_prompt_ids
+
+# (prompt token lists) -> (completion token lists, per-token sampling logprobs or None)
+GenerateFn = Callable[[list[list[int]]], tuple[list[list[int]], list[list[float]] | None]]
+
+
+@dataclass
+class _Pending:
+    prompt_ids: list[int]
+    future: Future
+
+
+class GenerationBroker:
+    """Turn requests from episode threads, answered in batches by whoever calls `serve`."""
+
+    def __init__(self, *, batch_wait_s: float = 0.02, max_batch: int | None = None) -> None:
+        self.batch_wait_s = batch_wait_s
+        self.max_batch = max_batch
+        self._pending: list[_Pending] = []
+        self._cv = threading.Condition()
+        self._active = 0  # episodes currently running (waiting for a turn, or acting on the environment)
+        self.batches: list[int] = []  # sizes of the batches served (for metrics)
+
+    def episode_started(self) -> None:
+        with self._cv:
+            self._active += 1
+
+    def episode_finished(self) -> None:
+        with self._cv:
+            self._active -= 1
+            self._cv.notify_all()
+
+    def request(self, prompt_ids: list[int]) -> Future:
+        future: Future = Future()
+        with self._cv:
+            self._pending.append(_Pending(prompt_ids, future))
+            self._cv.notify_all()
+        return future
+
+    def serve(self, generate: GenerateFn, done: Callable[[], bool]) -> None:
+        """Generate waiting turns in batches until `done()`; a batch closes when every running episode
+        is waiting, or `batch_wait_s` after its first request. A generation error fails that batch's turns."""
+        while True:
+            with self._cv:
+                while not self._pending and not done():
+                    self._cv.wait(timeout=0.05)
+                if not self._pending and done():
+                    return
+                deadline = time.monotonic() + self.batch_wait_s
+                while len(self._pending) < self._active and time.monotonic() < deadline:
+                    self._cv.wait(timeout=max(0.0, deadline - time.monotonic()))
+                take = len(self._pending) if self.max_batch is None else min(self.max_batch, len(self._pending))
+                batch, self._pending = self._pending[:take], self._pending[take:]
+            self.batches.append(len(batch))
+            try:
+                completions, logprobs = generate([p.prompt_ids for p in batch])
+                if len(completions) != len(batch):
+                    raise RuntimeError(f"generation returned {len(completions)} completions for {len(batch)} prompts")
+            except BaseException as exc:  # noqa: BLE001  the episodes end with a policy error, training goes on
+                for p in batch:
+                    p.future.set_exception(exc)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for i, p in enumerate(batch):
+                p.future.set_result((list(completions[i]), list(logprobs[i]) if logprobs is not None else None))
+
+
+class RecordingPolicy:
+    """The trainer's policy as the agent loop sees it: renders, asks the broker, decodes, records tokens.
+
+    Thread-safe; turns are recorded per thread (one episode runs start to end in one thread).
+    """
+
+    name = "grpo-policy"
+
+    def __init__(self, tokenizer: Any, broker: GenerationBroker, *, eos_token_ids: list[int],
+                 max_response_tokens: int, max_context_tokens: int) -> None:
+        self.tokenizer = tokenizer
+        self.broker = broker
+        self.eos_token_ids = set(eos_token_ids)
+        self.max_response_tokens = max_response_tokens
+        self.max_context_tokens = max_context_tokens
+        self._local = threading.local()
+        self._tokenizer_lock = threading.Lock()  # a fast tokenizer's settings are mutated per call: one at a time
+
+    def begin_episode(self) -> None:
+        self._local.turns = []
+
+    def end_episode(self) -> list[TurnTokens]:
+        turns, self._local.turns = self._local.turns, []
+        return turns
+
+    def generate(self, request: PolicyRequest) -> PolicyOutput:
+        started = time.perf_counter()
+        with self._tokenizer_lock:
+            prompt_ids = render_prompt_ids(self.tokenizer, request.messages)
+        if len(prompt_ids) + self.max_response_tokens > self.max_context_tokens:
+            raise PolicyError(f"context overflow at turn {request.turn}: prompt of {len(prompt_ids)} tokens + "
+                              f"{self.max_response_tokens} response tokens exceeds max_context_tokens "
+                              f"{self.max_context_tokens}")
+        completion_ids, logprobs = self.broker.request(prompt_ids).result()
+        if not completion_ids:
+            raise PolicyError(f"turn {request.turn}: the model generated no token")
+        self._local.turns.append(TurnTokens(prompt_ids, completion_ids, logprobs))
+        finished = completion_ids[-1] in self.eos_token_ids
+        with self._tokenizer_lock:
+            text = self.tokenizer.decode([t for t in completion_ids if t not in self.eos_token_ids],
+                                         skip_special_tokens=False)
+        return PolicyOutput(text=text, finish_reason="stop" if finished else "length",
+                            prompt_tokens=len(prompt_ids), completion_tokens=len(completion_ids),
+                            latency_ms=(time.perf_counter() - started) * 1000.0)
+
+
+@dataclass
+class Rollout:
+    """One finished episode and the tokens of each of its turns."""
+
+    episode: Episode
+    turns: list[TurnTokens]
+
+
+def run_rollouts(pool: EnvironmentPool, specs: list[EpisodeSpec], policy: RecordingPolicy, generate: GenerateFn,
+                 loop_config: LoopConfig, *, concurrency: int = 256) -> list[Rollout]:
+    """Run every spec as an episode (threads) while this thread serves their generations; input order kept."""
+    broker = policy.broker
+
+    def one(spec: EpisodeSpec) -> Rollout:
+        policy.begin_episode()
+        broker.episode_started()
+        try:
+            episode = run_episode(pool, policy, spec, loop_config)
+        finally:
+            broker.episode_finished()
+        return Rollout(episode, policy.end_episode())
+
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(specs))), thread_name_prefix="awm-rollout") as ex:
+        futures = [ex.submit(one, spec) for spec in specs]
+        broker.serve(generate, done=lambda: all(f.done() for f in futures))
+        return [f.result() for f in futures]
+
+
+_SCHEMA_DOC_KEYS = frozenset({"description", "title", "example", "examples"})
+
+
+def _strip_docs(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _strip_docs(v) for k, v in schema.items() if k not in _SCHEMA_DOC_KEYS}
+    if isinstance(schema, list):
+        return [_strip_docs(v) for v in schema]
+    return schema
+
+
+class CompactToolsPool:
+    """A view of the environment pool whose `list_tools` omits documentation (descriptions, titles, examples).
+
+    For tiny CPU models only (`rollout.tool_listing: compact`): a tool listing of thousands of tokens
+    is most of every prompt, and a model of a few hundred thousand parameters cannot use the prose.
+    Names and schemas are unchanged, so the format validator checks exactly the same rules.
+    """
+
+    def __init__(self, pool: EnvironmentPool) -> None:
+        self.pool = pool
+        self._cache: dict[str, list[dict[str, Any]]] = {}
+
+    def list_tools(self, handle: Any) -> list[dict[str, Any]]:
+        scenario = getattr(handle, "scenario", None)
+        if scenario not in self._cache:
+            self._cache[scenario] = [{"name": t["name"], "input_schema": _strip_docs(t.get("input_schema") or {})}
+                                     for t in self.pool.list_tools(handle)]
+        return self._cache[scenario]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pool, name)

@@ -1,0 +1,69 @@
+"""The Dagster side: `grpo_training` materializes with the tiny config after `environment_catalog`,
+records checkpoint, metrics, curves and the catalog version; the schedule exists and is off."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+def test_training_asset_materializes_with_the_tiny_config(corpus_store, tmp_path):
+    import dagster as dg
+
+    from awm_assets.catalog_asset import environment_catalog
+    from awm_assets.training import grpo_training, training_run_config
+    from awm_resources.ray import RayResource
+    from awm_resources.store_resource import StoreResource
+
+    root = tmp_path / "store"
+    shutil.copytree(corpus_store.root, root)
+    (root / "catalog.json").unlink(missing_ok=True)
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize(
+        [environment_catalog, grpo_training], instance=instance,
+        resources={"store": StoreResource(root=str(root)), "ray": RayResource()},
+        run_config=training_run_config("configs/tiny-cpu.yaml", steps=1),
+    )
+    assert result.success
+    meta = result.asset_materializations_for_node("grpo_training")[0].metadata
+    assert meta["steps"].value == 1
+    assert (root / "training" / "tiny-cpu").is_dir()
+    checkpoint = meta["checkpoint"].value
+    assert checkpoint.startswith(str(root / "training" / "tiny-cpu")) and Path(checkpoint).is_dir()
+    assert meta["catalog_sha256"].value == hashlib.sha256((root / "catalog.json").read_bytes()).hexdigest()
+    assert meta["catalog_run_id"].value == result.run_id  # the catalog materialized in this run
+    assert meta["curves"].value.startswith("![reward and completion curves](data:image/png;base64,")
+    assert "| 1 |" in meta["per_step"].value
+    assert set(meta["final_metrics"].value) >= {"reward_mean", "completion_rate", "format_error_ratio", "loss"}
+    assert meta["environments"].value == ["fortnite_item_shop", "gofundme"]
+    logs = [e.message for e in instance.all_logs(result.run_id) if e.user_message]
+    assert any("warm start:" in m for m in logs) and any("step 1/1:" in m for m in logs)  # progress streamed
+
+
+def test_schedule_is_off_and_runs_the_training_job():
+    import dagster as dg
+
+    from awm_assets.training import training_job, training_schedule
+
+    assert training_schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert training_schedule.job_name == training_job.name == "training_job"
+    config = training_schedule.evaluate_tick(dg.build_schedule_context()).run_requests[0].run_config
+    assert config["ops"]["grpo_training"]["config"]["config_path"] == "configs/tiny-cpu.yaml"
+
+
+def test_bad_overrides_fail_without_retry(corpus_store, tmp_path):
+    import dagster as dg
+
+    from awm_assets.training import grpo_training, training_run_config
+    from awm_resources.ray import RayResource
+    from awm_resources.store_resource import StoreResource
+
+    result = dg.materialize([grpo_training], resources={"store": StoreResource(root=str(tmp_path)), "ray": RayResource()},
+                            run_config=training_run_config(overrides_yaml="grpo: {group_size: 1}"), raise_on_error=False)
+    assert not result.success
+    failure = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"][0]
+    assert "grpo.group_size" in failure.step_failure_data.error.message
