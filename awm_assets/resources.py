@@ -42,7 +42,8 @@ def max_retries() -> int:
 def build_resources() -> dict:
     return {
         "llm": LLMResource(model=env_or("AWM_LLM_MODEL", "replay"), api_base=env_or("AWM_LLM_API_BASE"),
-                           api_key=env_or("AWM_LLM_API_KEY"), replay_dir=env_or("AWM_REPLAY_DIR")),
+                           api_key=env_or("AWM_LLM_API_KEY"), replay_dir=env_or("AWM_REPLAY_DIR"),
+                           record_dir=env_or("AWM_RECORD_DIR")),
         # The judge of rollouts is configured apart from the synthesis LLM (code mode needs none).
         "judge_llm": LLMResource(model=env_or("AWM_JUDGE_MODEL", "replay"), api_base=env_or("AWM_JUDGE_API_BASE"),
                                  api_key=env_or("AWM_JUDGE_API_KEY"), temperature=0.0),
