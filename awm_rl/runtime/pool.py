@@ -154,7 +154,7 @@ class EnvironmentPool:
                  max_batch: int = 64, max_inflight_batches: int = 2, batch_slack_s: float = 30.0,
                  acquire_timeout_s: float = 60.0, host_memory_mb: int | None = 6144,
                  host_rss_cap_mb: int | None = 8192, ray_address: str | None = None,
-                 snapshot_dir: Path | str | None = None):
+                 snapshot_dir: Path | str | None = None, actor_options: dict[str, Any] | None = None):
         from awm_resources.store import ArtifactStore
         from awm_rl.ray_cluster import init_ray
         from awm_rl.runtime.actor import remote_host_class
@@ -174,7 +174,9 @@ class EnvironmentPool:
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         self.snapshot_dir = Path(snapshot_dir) if snapshot_dir else Path(tempfile.mkdtemp(prefix="awm-snapshots-", dir=base))
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
-        Actor = remote_host_class()
+        # `actor_options` place the hosts, e.g. {"resources": {"cpu_worker": 0.01}} to keep them on CPU
+        # nodes of a cluster whose CPU workers advertise that custom resource (GPU nodes do not).
+        Actor = remote_host_class(**(actor_options or {}))
         self._actors = [Actor.remote(str(self.store.root), call_timeout_s=call_timeout_s,
                                      memory_mb=host_memory_mb, rss_cap_mb=host_rss_cap_mb)
                         for _ in range(num_hosts)]

@@ -49,6 +49,9 @@ class EnvironmentsConfig(_Section):
         default="catalog", description="leave out tasks whose verifier fails the do-nothing audit: as the catalog "
         "says (auditing environments it has no audit for), audit now, the stored verifier_audit.json, or keep all")
     env_hosts: int | None = Field(default=None, ge=1, description="Ray host actors for environment instances")
+    env_host_resources: dict[str, float] = Field(
+        default_factory=dict, description="custom Ray resources the environment hosts require, e.g. "
+        "{cpu_worker: 0.01} to keep them on CPU nodes that advertise it (GPU nodes do not)")
     call_timeout_s: float = 10.0
 
 

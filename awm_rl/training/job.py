@@ -218,7 +218,9 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
     loop_config = LoopConfig(max_turns=config.rollout.max_turns, window=config.rollout.effective_window,
                              snapshot_dir=out_dir / "databases")
     pool = EnvironmentPool(store.root, num_hosts=config.environments.env_hosts, ray_address=config.ray.address,
-                           call_timeout_s=config.environments.call_timeout_s, prefetch=2)
+                           call_timeout_s=config.environments.call_timeout_s, prefetch=2,
+                           actor_options={"resources": config.environments.env_host_resources}
+                           if config.environments.env_host_resources else None)
     env_pool = CompactToolsPool(pool) if config.rollout.tool_listing == "compact" else pool
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
