@@ -58,18 +58,19 @@ def synthesize_partition(key: str) -> dict[str, Any]:
 
 
 def scenario_report(store: ArtifactStore, key: str) -> dict[str, Any]:
+    """Per stage: the newest outcome, a failed attempt after the last stored status winning over it."""
     stages = {}
     for stage in PIPELINE_STAGES:
         status = store.stage_status(key, stage)
         attempts = store.list_attempts(key, stage)
-        if status and status.get("source") == "synthesized" or (status and not attempts):
-            stages[stage] = {"status": "degraded" if status.get("degraded") else "ok" if status.get("valid", True) else "invalid",
-                             "attempts": status.get("attempts", len(attempts) or 1),
-                             "error_rate": status.get("error_rate", 0.0)}
-        elif attempts:
-            last = attempts[-1]
+        last = attempts[-1] if attempts else None
+        if last and not last.get("passed") and (status is None or last["recorded_at"] > status["written_at"]):
             stages[stage] = {"status": "failed", "attempts": len(attempts), "error_rate": last.get("error_rate"),
                              "error": "; ".join(e for errs in (last.get("errors") or {}).values() for e in errs)[:500]}
+        elif status:
+            verdict = "degraded" if status.get("degraded") else "ok" if status.get("valid", True) else "invalid"
+            stages[stage] = {"status": verdict, "attempts": status.get("attempts", len(attempts) or 1),
+                             "error_rate": status.get("error_rate", 0.0)}
         else:
             stages[stage] = {"status": "not_run", "attempts": 0, "error_rate": None}
     ready = set(STAGES) <= set(store.present_stages(key)) and all(s["status"] in ("ok", "degraded") for s in stages.values())
