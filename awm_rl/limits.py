@@ -10,6 +10,8 @@ that bad code can only hurt itself:
 - `install_guard()`: a `sys.addaudithook` hook (it cannot be removed once added) that refuses
   socket connects, DNS look-ups, sends and process spawning while untrusted code runs
   (`untrusted()` context, process-wide while armed; `arm_permanently()` for dedicated workers).
+- `untrusted_env()` / `drop_secrets()`: generated code never sees API keys or tokens of the
+  parent's environment (a subprocess gets a minimal environment; an actor drops them on start).
 - `deadline(seconds)`: SIGALRM-based soft timeout that raises `CallTimeout` (a BaseException, so a
   generated `except Exception` cannot swallow it) in the main thread; `Watchdog` hard-exits the
   process if a call overruns its deadline plus a grace period (a hang in C code, or in a thread),
@@ -26,6 +28,23 @@ import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator
+
+_SAFE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ", "PYTHONPATH", "PYTHONHASHSEED",
+             "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def untrusted_env(**extra: str) -> dict[str, str]:
+    """A minimal environment for a subprocess running generated code: no keys, tokens or passwords."""
+    return {**{k: os.environ[k] for k in _SAFE_ENV if k in os.environ}, **extra}
+
+
+def drop_secrets() -> None:
+    """Remove secret-looking variables from this process's environment (Ray's own RAY_* excepted)."""
+    for name in list(os.environ):
+        if not name.startswith("RAY_") and any(w in name.upper() for w in _SECRET_WORDS):
+            os.environ.pop(name, None)
+
 
 # Exit status a worker uses when the watchdog kills it (distinguishable in logs / check reports).
 WATCHDOG_EXIT_CODE = 86

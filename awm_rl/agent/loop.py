@@ -109,7 +109,11 @@ def run_episode(pool: EnvironmentPool, policy: Policy, spec: EpisodeSpec, config
         episode.wall_s = time.perf_counter() - started
         return episode
     try:
-        _turns(pool, handle, policy, spec, config, episode, validator)
+        try:
+            _turns(pool, handle, policy, spec, config, episode, validator)
+        except Exception as exc:  # noqa: BLE001  e.g. a tool schema from generated code jsonschema rejects
+            episode.termination = "environment_error"
+            episode.termination_detail = f"the episode could not go on: {type(exc).__name__}: {exc}"
         try:
             initial_db, final_db = pool.snapshot(handle)
             folder = config.snapshot_dir or Path(tempfile.gettempdir()) / "awm-episodes"

@@ -39,10 +39,11 @@ class EnvHost:
         import fastapi  # noqa: F401 - warm the heavy imports so a scenario's cold start is its own cost
         import sqlalchemy  # noqa: F401
 
-        from awm_rl.limits import Watchdog, apply_memory_limit, install_guard
+        from awm_rl.limits import Watchdog, apply_memory_limit, drop_secrets, install_guard
         from awm_rl.runtime import host as host_mod
 
         warnings.filterwarnings("ignore")  # generated code trips pydantic/sqlalchemy deprecations
+        drop_secrets()  # the driver's API keys are not for generated code
         if memory_mb:
             apply_memory_limit(memory_mb)
         if host_mod._watchdog is None:

@@ -24,6 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from awm_rl.limits import untrusted_env
+
 # Interpreter start plus FastAPI/SQLAlchemy/pydantic imports on a busy 2-core machine.
 STARTUP_ALLOWANCE_S = 20.0
 
@@ -70,8 +72,7 @@ def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | N
         shutil.copyfile(initial_db, work / "initial.db")
         job = {"timeout_s": timeout_s, "memory_mb": memory_mb, "expected_tools": expected_tools}
         (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_PATH",)}
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env = untrusted_env(PYTHONDONTWRITEBYTECODE="1")
         started = time.monotonic()
         with open(work / "stderr.txt", "wb") as err, open(work / "stdout.txt", "wb") as out:
             proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.check", str(work)],

@@ -33,7 +33,7 @@ def serve_main(argv: list[str]) -> int:
 
     from awm_resources.names import normalize_scenario_name
     from awm_resources.store import ArtifactStore
-    from awm_rl.limits import apply_memory_limit, install_guard
+    from awm_rl.limits import apply_memory_limit, drop_secrets, install_guard
     from awm_rl.runtime.envcode import EnvLoadError
     from awm_rl.runtime.host import ScenarioHost
     from awm_rl.runtime.mcp_server import build_mcp_server
@@ -51,14 +51,17 @@ def serve_main(argv: list[str]) -> int:
               f"scenarios with environment code in {store.root}: {available or 'none'}", file=sys.stderr)
         return 2
     warnings.filterwarnings("ignore")
+    drop_secrets()
     install_guard()
+    # The limit covers the generated code's import too (the heavy libraries are already imported).
+    apply_memory_limit(args.memory_mb)
     try:
         host = ScenarioHost.from_dir(key, folder, call_timeout_s=args.call_timeout)
     except EnvLoadError as exc:
         print(f"awm serve: environment {key!r} could not be loaded: {exc}", file=sys.stderr)
         return 1
     server, _instance = build_mcp_server(host)
-    # Bind before the limit: a port conflict is reported as such, and the socket is handed to uvicorn.
+    # Bind here: a port conflict is reported as such, and the socket is handed to uvicorn.
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -68,7 +71,6 @@ def serve_main(argv: list[str]) -> int:
         return 1
     sock.listen(1024)  # clients connecting right after the ready line wait in the backlog, not refused
     port = sock.getsockname()[1]
-    apply_memory_limit(args.memory_mb)
     print(f"awm serve: {key} ({len(host.tools)} tools + reset_environment) at "
           f"http://{args.host}:{port}{args.path} (cold start {host.cold_start_ms:.0f} ms)", flush=True)
     try:

@@ -44,7 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from awm_rl.runtime.actor import OpError
-from awm_rl.runtime.host import ToolResult, environment_error
+from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S, ToolResult, environment_error
+
+# A batch that may import a scenario's code waits for the host's import limit (plus its own calls).
+IMPORT_BUDGET_S = DEFAULT_IMPORT_TIMEOUT_S + 5.0
 
 
 class PoolError(RuntimeError):
@@ -91,6 +94,7 @@ class _HostLink:
         self.wakeup = asyncio.Event()
         self.slots = asyncio.Semaphore(pool.max_inflight_batches)
         self.instances = 0  # acquired + ready instances placed here
+        self.inflight_budget = 0.0  # summed time budgets of the batches sent and not yet answered
         self.task = asyncio.get_running_loop().create_task(self._dispatch())
 
     def put(self, op: tuple, fut) -> None:
@@ -109,10 +113,18 @@ class _HostLink:
                 batch.append(self.queue.popleft())
             asyncio.get_running_loop().create_task(self._send(batch))
 
+    def _budget(self, ops: list) -> float:
+        """The longest this batch may take on the host: its calls, plus an import if it may load a scenario."""
+        calls = sum(1 for op in ops if op[0] == "call")
+        loads = any(op[0] in ("create", "load") for op in ops)
+        return self.pool.call_timeout_s * max(1, calls) + (IMPORT_BUDGET_S if loads else 0.0)
+
     async def _send(self, batch: list) -> None:
         ops = [op for op, _ in batch]
-        calls = sum(1 for op in ops if op[0] == "call")
-        deadline = self.pool.call_timeout_s * max(1, calls) + self.pool.batch_slack_s
+        budget = self._budget(ops)
+        # The actor runs one batch at a time: a batch queued behind others may wait for theirs too.
+        self.inflight_budget += budget
+        deadline = self.inflight_budget + self.pool.batch_slack_s
         try:
             ref = self.actor.run_batch.remote(ops)
             results = await asyncio.wait_for(asyncio.wrap_future(ref.future()), deadline)
@@ -125,6 +137,7 @@ class _HostLink:
             results = [_HostFailure(f"environment error: host {self.index} crashed or restarted "
                                     f"({type(exc).__name__}); its instances are lost")] * len(ops)
         finally:
+            self.inflight_budget -= budget
             self.slots.release()
         for (_, fut), res in zip(batch, results):
             if not fut.done():

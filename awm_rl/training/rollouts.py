@@ -167,8 +167,15 @@ _SCHEMA_DOC_KEYS = frozenset({"description", "title", "example", "examples"})
 
 
 def _strip_docs(schema: Any) -> Any:
+    """Drop documentation keywords, never property names (a tool may take a `title` or `description`)."""
     if isinstance(schema, dict):
-        return {k: _strip_docs(v) for k, v in schema.items() if k not in _SCHEMA_DOC_KEYS}
+        out = {}
+        for key, value in schema.items():
+            if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+                out[key] = {name: _strip_docs(sub) for name, sub in value.items()}
+            elif key not in _SCHEMA_DOC_KEYS:
+                out[key] = _strip_docs(value)
+        return out
     if isinstance(schema, list):
         return [_strip_docs(v) for v in schema]
     return schema

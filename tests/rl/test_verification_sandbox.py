@@ -123,7 +123,7 @@ def test_bad_verifiers_become_outcomes(dbs, body, kind):
     code = f"def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n    {body}\n"
     start = time.monotonic()
     outcome = run_verifier(code, *dbs, timeout_s=1.5, memory_mb=256)
-    assert time.monotonic() - start < 8
+    assert time.monotonic() - start < 30  # ended by the sandbox, not hung (generous for a loaded machine)
     if kind is None:
         assert outcome.error_kind == "bad_return"  # object() -> 'result' is a repr string, not a verdict
         return

@@ -99,7 +99,7 @@ async def exit_process():
 
 @app.get("/net", operation_id="phone_home")
 async def phone_home():
-    socket.create_connection(("93.184.216.34", 80), timeout=2)
+    socket.create_connection(("127.0.0.1", 9), timeout=2)  # loopback only: the guard must refuse it
     return {"reached": True}
 '''
 

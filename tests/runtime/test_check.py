@@ -58,7 +58,7 @@ def test_bad_env_with_all_routes_imports(tmp_path):
     ("alloc", "hog = []\nwhile True:\n    hog.append(bytearray(32 * 2**20))\n", {"memory_mb": 256}, "out of memory"),
     ("raises", "x = 1\nraise ValueError('bad seed data')\n", {}, "ValueError: bad seed data"),
     ("syntax", "def f(:\n    pass\n", {}, "does not compile"),
-    ("network", "import urllib.request\nurllib.request.urlopen('http://example.com', timeout=2)\n", {}, "refused"),
+    ("network", "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:9/', timeout=2)\n", {}, "may not use the network"),
     ("no_app", "x = 1\n", {}, "defines no FastAPI app"),
 ])
 def test_bad_code_is_reported(tmp_path, label, code, kw, expect):
@@ -89,3 +89,11 @@ def _db(tmp_path):
         conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
         conn.close()
     return db
+
+
+def test_generated_code_does_not_see_api_keys(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWM_LLM_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    leak_check = "import os\nassert not [k for k in os.environ if k.endswith('API_KEY')], 'an API key leaked'\n"
+    r = check_env_code(leak_check + BAD_ENV, _db(tmp_path), expected_tools=["add_note", "list_notes"])
+    assert r.ok, r.error

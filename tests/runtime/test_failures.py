@@ -68,7 +68,7 @@ def test_sys_exit_in_handler_does_not_end_the_host(bad_pool, pair):
 def test_network_is_refused(bad_pool, pair):
     bad, _ = pair
     r = bad_pool.call_tool(bad, "phone_home", {})
-    assert r.status == 500 and "refused" in r.detail and "93.184.216.34" in r.detail
+    assert r.status == 500 and "may not use the network" in r.detail and "127.0.0.1" in r.detail
 
 
 def test_spinning_handler_times_out_and_instance_is_recycled(bad_pool, pair):
@@ -76,7 +76,7 @@ def test_spinning_handler_times_out_and_instance_is_recycled(bad_pool, pair):
     assert bad_pool.call_tool(bad, "add_note", {"text": "before the hang"}).ok
     t = time.monotonic()
     r = bad_pool.call_tool(bad, "spin", {})
-    assert time.monotonic() - t < CALL_TIMEOUT_S + 5
+    assert time.monotonic() - t < CALL_TIMEOUT_S + 15  # ended by the deadline, not hung
     assert (r.ok, r.status, r.error_kind) == (False, 504, "environment")
     assert "did not return within 2s" in r.text
     # recycled: calls report it until reset, then the instance starts from the initial database
