@@ -462,6 +462,9 @@ def bench_baseline(store_root: Path, scenarios: list[str], scripts: dict[str, An
                 time.sleep(0.005)
             ms = (time.perf_counter() - t) * 1000
             if doc is None:
+                p.kill()  # not yet in `procs`: stop it here so that it does not outlive the benchmark
+                p.wait(timeout=10)
+                client.close()
                 raise RuntimeError(f"baseline server for {s} did not start (exit {p.poll()})")
             creates.append(ms)
             cold.setdefault(s, round(ms, 1))
