@@ -100,9 +100,10 @@ def test_unbounded_allocation_is_stopped(bad_pool, pair):
     bad, rover = pair
     r = bad_pool.call_tool(bad, "alloc", {})
     assert not r.ok and r.error_kind == "environment"
-    # MemoryError inside the handler (HTTP 500), or the host died and was restarted: either way the
-    # caller got an answer, and after reset() the handle works again.
-    assert r.status == 500 or "host" in r.text
+    # MemoryError inside the handler (HTTP 500), the host died and was restarted, or (on a slow, loaded
+    # machine, where faulting in the pages takes long) the call deadline recycled the instance: in every
+    # case the caller got an Environment Error, and after reset() the handle works again.
+    assert r.status == 500 or "host" in r.text or (r.status == 504 and "recycled" in r.text), r
     bad_pool.reset(bad)
     assert bad_pool.call_tool(bad, "list_notes", {}).ok
     _rover_ok(bad_pool, rover)
