@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from awm_resources.store import PIPELINE_STAGES, atomic_write_json
+from awm_resources.store import PIPELINE_STAGES, STAGES, atomic_write_json
 from awm_resources.store_resource import StoreResource
 
 from awm_assets.synthesis.catalog import build_catalog
@@ -22,7 +22,7 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
     from awm_rl.reward.audit import audit_verifiers, summarize, write_audit
 
     st = store.get_store()
-    complete = [e["name"] for e in build_catalog(st) if not e["missing_stages"]]
+    complete = [k for k in st.list_scenarios() if set(STAGES) <= set(st.present_stages(k))]
     audit = audit_verifiers(st, complete)  # the do-nothing agent, in the verifier sandbox
     write_audit(st, audit)
     audit_summary = summarize(audit)

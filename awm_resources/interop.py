@@ -31,7 +31,6 @@ from awm_resources.sqlite_build import (
 )
 from awm_resources.store import PIPELINE_STAGES, STAGE_FILES, ArtifactStore, atomic_write_bytes
 
-VERIFIER_FILES = ("gen_verifier", "gen_verifier.pure_code")
 IMPORT_THRESHOLD = 0.10  # the paper's tolerance for failing tables / inserts
 VERIFY_FUNCTIONS = re.compile(r"^\s*(?:async\s+)?def\s+(verify_task(?:_completion)?)\s*\(", re.M)
 OPERATION_ID = re.compile(r"operation_id\s*=\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]")

@@ -462,10 +462,10 @@ class MultiHost:
         return host
 
     def call_tool(self, iid: str, name: str, arguments: Any = None) -> ToolResult:
-        host = self.owner.get(iid)
-        if host is None:
-            return environment_error(f"environment error: instance {iid!r} is not hosted here "
-                                     "(released, or its host restarted)")
+        try:
+            host = self._host(iid)
+        except UnknownInstanceError as exc:
+            return environment_error(f"environment error: {exc.args[0]}")
         return host.call_tool(iid, name, arguments)
 
     def reset(self, iid: str) -> None:
