@@ -4,7 +4,7 @@
 import dagster as dg
 
 from awm_resources.store import PIPELINE_STAGES, STAGES, atomic_write_json
-from awm_resources.store_resource import StoreResource
+from awm_assets.resources import StoreResource
 
 from awm_assets.synthesis.catalog import build_catalog
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from awm_resources.llm import LLMResource
-from awm_resources.store_resource import StoreResource
+from awm_assets.resources import LLMResource, StoreResource
 
 
 class EvaluationConfig(dg.Config):

@@ -1,16 +1,81 @@
-"""Resource instances of the code location, configured from the environment (nothing secret is required)."""
+"""The Dagster resources of the code location: thin faces of the Dagster-free clients in
+`awm_resources`, configured from the environment through `EnvVar` (nothing secret is required)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
-from awm_resources.embedder import EmbedderResource
-from awm_resources.llm import LLMResource
-from awm_resources.ray import RayResource
-from awm_resources.store_resource import StoreResource
+from awm_resources.embedder import Embedder
+from awm_resources.llm import REPLAY_MODEL, LLMClient
+from awm_resources.store import ArtifactStore, default_home
+
+
+class LLMResource(dg.ConfigurableResource):
+    """The synthesis LLM. `model` is a litellm model string; empty or `replay` answers from recordings."""
+
+    model: str = Field(default=REPLAY_MODEL, description="litellm model string, e.g. openai/gpt-5; 'replay' = offline recordings")
+    api_base: str | None = Field(default=None, description="API base URL (vLLM / OpenAI-compatible servers)")
+    api_key: str | None = Field(default=None, description="API key; pass as EnvVar")
+    temperature: float = 0.7
+    max_tokens: int = 16_000
+    timeout_s: float = 300.0
+    transport_retries: int = 4
+    cache: bool = Field(default=True, description="persistent response cache under $AWM_HOME")
+    replay_dir: str | None = Field(default=None, description="folder of recorded answers (default: seeds/recordings)")
+    record_dir: str | None = Field(default=None, description="write every real answer here in replay layout")
+
+    _client: LLMClient | None = PrivateAttr(default=None)
+
+    def get_client(self) -> LLMClient:
+        if self._client is None:
+            self._client = LLMClient(
+                self.model or REPLAY_MODEL, api_base=self.api_base or None, api_key=self.api_key or None,
+                temperature=self.temperature, max_tokens=self.max_tokens, timeout_s=self.timeout_s,
+                transport_retries=self.transport_retries,
+                cache_path=default_home() / "llm_cache.sqlite" if self.cache else None,
+                replay_dir=Path(self.replay_dir) if self.replay_dir else None,
+                record_dir=Path(self.record_dir) if self.record_dir else None)
+        return self._client
+
+
+class StoreResource(dg.ConfigurableResource):
+    """The artifact store."""
+
+    root: str | None = Field(default=None, description="artifact store root; default $AWM_HOME or <project>/.awm_home")
+
+    def get_store(self) -> ArtifactStore:
+        return ArtifactStore(self.root or None)
+
+
+class EmbedderResource(dg.ConfigurableResource):
+    """Sentence embeddings for scenario dedup."""
+
+    model_path: str | None = Field(default=None, description="sentence-transformers folder; default: the bundled MiniLM")
+    device: str = "cpu"
+
+    _embedder: Embedder | None = PrivateAttr(default=None)
+
+    def get_embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder(Path(self.model_path) if self.model_path else None, self.device)
+        return self._embedder
+
+
+class RayResource(dg.ConfigurableResource):
+    """The Ray cluster: `RAY_ADDRESS` (or `address`), else a local Ray started on first use."""
+
+    address: str | None = Field(default=None, description="Ray address (ray://... or host:port); default $RAY_ADDRESS, else local")
+    num_cpus: int | None = Field(default=None, description="CPUs for a local Ray (default: all)")
+
+    def connect(self) -> dict:
+        """Idempotent: returns cluster info (address, resources)."""
+        from awm_resources.ray_cluster import init_ray
+
+        return init_ray(self.address or None, num_cpus=self.num_cpus)
 
 
 class SynthesisSettings(dg.ConfigurableResource):

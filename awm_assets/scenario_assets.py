@@ -6,12 +6,10 @@ from collections import Counter
 import dagster as dg
 from pydantic import Field
 
-from awm_resources.embedder import EmbedderResource
-from awm_resources.llm import LLMResource, ReplayMissingError
-from awm_resources.store_resource import StoreResource
+from awm_assets.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
+from awm_resources.llm import ReplayMissingError
 
 from awm_assets.partitions import scenario_partitions, seed_batch_partitions
-from awm_assets.resources import SynthesisSettings
 from awm_assets.synthesis.scenarios import GenerationSettings, generate_scenarios, record_batch, register_accepted
 from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
 

@@ -15,9 +15,8 @@ import dagster as dg
 import yaml
 from pydantic import Field
 
-from awm_resources.ray import RayResource
+from awm_assets.resources import RayResource, StoreResource
 from awm_resources.store import PROJECT_ROOT
-from awm_resources.store_resource import StoreResource
 
 DEFAULT_CONFIG = "configs/tiny-cpu.yaml"
 

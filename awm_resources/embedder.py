@@ -10,9 +10,7 @@ import os
 import threading
 from pathlib import Path
 
-import dagster as dg
 import numpy as np
-from pydantic import Field, PrivateAttr
 
 _MODELS: dict[str, object] = {}
 _LOCK = threading.Lock()
@@ -53,17 +51,3 @@ class Embedder:
             return np.zeros((0, 384), dtype=np.float32)
         return np.asarray(self._model().encode(texts, normalize_embeddings=True, convert_to_numpy=True,
                                                show_progress_bar=False), dtype=np.float32)
-
-
-class EmbedderResource(dg.ConfigurableResource):
-    """Dagster face of `Embedder`."""
-
-    model_path: str | None = Field(default=None, description="sentence-transformers folder; default: the bundled MiniLM")
-    device: str = "cpu"
-
-    _embedder: Embedder | None = PrivateAttr(default=None)
-
-    def get_embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = Embedder(Path(self.model_path) if self.model_path else None, self.device)
-        return self._embedder

@@ -1,7 +1,7 @@
 """LLM access for every stage: litellm models, a persistent response cache, cost accounting, offline replay.
 
-`LLMClient` is plain Python (usable from the CLI, the judge and tests); `LLMResource` is its Dagster
-face, configured with `EnvVar`s. Transport failures (timeouts, 5xx, rate limits) are retried here with
+`LLMClient` is plain Python with no Dagster import (usable from Ray workers, the CLI, the judge and
+tests); its Dagster face, `LLMResource`, lives in `awm_assets.resources`. Transport failures (timeouts, 5xx, rate limits) are retried here with
 backoff; wrong *content* is not retried here: it raises `LLMOutputError`, which the stage turns into a
 self-correction attempt (a Dagster retry with the error in the next prompt).
 
@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import dagster as dg
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from awm_resources.store import PROJECT_ROOT, default_home
 
@@ -299,31 +298,3 @@ class LLMClient:
             cost = 0.0
         return LLMResponse(text=text, model=self.model, prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                            completion_tokens=getattr(usage, "completion_tokens", 0) or 0, cost_usd=cost)
-
-
-class LLMResource(dg.ConfigurableResource):
-    """The synthesis LLM. `model` is a litellm model string; empty or `replay` answers from recordings."""
-
-    model: str = Field(default=REPLAY_MODEL, description="litellm model string, e.g. openai/gpt-5; 'replay' = offline recordings")
-    api_base: str | None = Field(default=None, description="API base URL (vLLM / OpenAI-compatible servers)")
-    api_key: str | None = Field(default=None, description="API key; pass as EnvVar")
-    temperature: float = 0.7
-    max_tokens: int = 16_000
-    timeout_s: float = 300.0
-    transport_retries: int = 4
-    cache: bool = Field(default=True, description="persistent response cache under $AWM_HOME")
-    replay_dir: str | None = Field(default=None, description="folder of recorded answers (default: seeds/recordings)")
-    record_dir: str | None = Field(default=None, description="write every real answer here in replay layout")
-
-    _client: LLMClient | None = PrivateAttr(default=None)
-
-    def get_client(self) -> LLMClient:
-        if self._client is None:
-            self._client = LLMClient(
-                self.model or REPLAY_MODEL, api_base=self.api_base or None, api_key=self.api_key or None,
-                temperature=self.temperature, max_tokens=self.max_tokens, timeout_s=self.timeout_s,
-                transport_retries=self.transport_retries,
-                cache_path=default_home() / "llm_cache.sqlite" if self.cache else None,
-                replay_dir=Path(self.replay_dir) if self.replay_dir else None,
-                record_dir=Path(self.record_dir) if self.record_dir else None)
-        return self._client

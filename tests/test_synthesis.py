@@ -9,13 +9,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from awm_resources.embedder import EmbedderResource
-from awm_resources.llm import LLMResource
+from awm_assets.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
 from awm_resources.store import STAGES, ArtifactStore
-from awm_resources.store_resource import StoreResource
 
 from awm_assets.catalog_asset import environment_catalog
-from awm_assets.resources import SynthesisSettings
 from awm_assets.scenario_assets import scenario_generation
 from awm_assets.sensors import batch_run_config, new_scenario_sensor, seed_batch_sensor
 from awm_assets.stage_assets import build_stage_assets

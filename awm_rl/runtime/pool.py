@@ -169,7 +169,7 @@ class EnvironmentPool:
                  host_rss_cap_mb: int | None = 8192, ray_address: str | None = None,
                  snapshot_dir: Path | str | None = None, actor_options: dict[str, Any] | None = None):
         from awm_resources.store import ArtifactStore
-        from awm_rl.ray_cluster import init_ray
+        from awm_resources.ray_cluster import init_ray
         from awm_rl.runtime.actor import remote_host_class
 
         self.store = ArtifactStore(store_root)

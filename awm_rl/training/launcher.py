@@ -58,7 +58,7 @@ def launch_training(config: TrainConfig, on_event: EventSink | None = None, *, p
         return run_training(config, on_event)
     import ray
 
-    from awm_rl.ray_cluster import init_ray
+    from awm_resources.ray_cluster import init_ray
 
     info = init_ray(config.ray.address)
     if on_event:

@@ -19,15 +19,12 @@ def demo_store(tmp_path_factory):
     import dagster as dg
 
     from awm_assets.catalog_asset import environment_catalog
-    from awm_assets.resources import SynthesisSettings
+    from awm_assets.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
     from awm_assets.scenario_assets import scenario_generation
     from awm_assets.sensors import batch_run_config
     from awm_assets.stage_assets import build_stage_assets
     from awm_assets.synthesis.seeds import read_seed_batch
-    from awm_resources.embedder import EmbedderResource
-    from awm_resources.llm import LLMResource
     from awm_resources.store import ArtifactStore
-    from awm_resources.store_resource import StoreResource
 
     root = tmp_path_factory.mktemp("rl_demo_store")
     resources = {"llm": LLMResource(model="replay", replay_dir=str(RECORDINGS)), "store": StoreResource(root=str(root)),

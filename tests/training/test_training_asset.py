@@ -16,8 +16,7 @@ def test_training_asset_materializes_with_the_tiny_config(corpus_store, tmp_path
 
     from awm_assets.catalog_asset import environment_catalog
     from awm_assets.training import grpo_training, training_run_config
-    from awm_resources.ray import RayResource
-    from awm_resources.store_resource import StoreResource
+    from awm_assets.resources import RayResource, StoreResource
 
     root = tmp_path / "store"
     shutil.copytree(corpus_store.root, root)
@@ -59,8 +58,7 @@ def test_bad_overrides_fail_without_retry(corpus_store, tmp_path):
     import dagster as dg
 
     from awm_assets.training import grpo_training, training_run_config
-    from awm_resources.ray import RayResource
-    from awm_resources.store_resource import StoreResource
+    from awm_assets.resources import RayResource, StoreResource
 
     result = dg.materialize([grpo_training], resources={"store": StoreResource(root=str(tmp_path)), "ray": RayResource()},
                             run_config=training_run_config(overrides_yaml="grpo: {group_size: 1}"), raise_on_error=False)
