@@ -90,6 +90,7 @@ FORWARDED = {
     "serve": ("awm_rl.runtime.commands", "serve_main"),
     "rollout": ("awm_rl.commands_rollout", "rollout_main"),
     "train": ("awm_rl.training.commands", "train_main"),
+    "quality": ("awm_rl.quality.commands", "quality_main"),
 }
 FORWARDED_PAIRS = {
     ("bench", "serve"): ("awm_rl.runtime.commands", "bench_serve_main"),
@@ -99,7 +100,7 @@ FORWARDED_PAIRS = {
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="awm", description="Agent World Model: synthesize, serve and train on tool-use environments.",
-                                epilog="Also: awm serve SCENARIO | awm bench serve | awm rollout | awm audit verifiers | "
+                                epilog="Also: awm serve SCENARIO | awm quality [SCENARIO ...] | awm bench serve | awm rollout | awm audit verifiers | "
                                        "awm train --config FILE (each has --help).")
     p.add_argument("--home", default=None, help="artifact store root (default $AWM_HOME or <project>/.awm_home)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -127,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true", help="re-synthesize the batch's existing scenarios too")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_synth)
-    for name in ("serve", "rollout", "train", "bench", "audit"):
+    for name in ("serve", "rollout", "train", "quality", "bench", "audit"):
         sub.add_parser(name, help=f"see `awm {name} --help`", add_help=False)
     return p
 

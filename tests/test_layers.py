@@ -35,7 +35,8 @@ def test_no_upward_imports(package):
 
 
 @pytest.mark.parametrize("module", ["awm_rl.runtime.pool", "awm_rl.training.job", "awm_rl.agent",
-                                    "awm_rl.reward", "awm_resources.llm", "awm_resources.interop"])
+                                    "awm_rl.reward", "awm_resources.llm", "awm_resources.interop",
+                                    "awm_rl.quality"])
 def test_core_and_rl_load_no_dagster(module):
     code = (f"import sys, {module}; bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('dagster', 'awm_assets')); print(bad); sys.exit(1 if bad else 0)")

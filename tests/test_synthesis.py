@@ -78,7 +78,8 @@ def test_every_demo_stage_materializes_with_checks_passing(demo):
 
 
 @pytest.mark.parametrize("scenario, stage", [("issue_tracker", "db_schema"), ("issue_tracker", "verifiers"),
-                                             ("restaurant_reservations", "sample_data"), ("music_playlists", "env_code")])
+                                             ("restaurant_reservations", "sample_data"), ("restaurant_reservations", "env_code"),
+                                             ("music_playlists", "env_code")])
 def test_recorded_first_attempts_fail_and_are_corrected(demo, scenario, stage):
     result, store = demo["runs"][scenario], demo["store"]
     assert len(step_events(result, stage, "STEP_UP_FOR_RETRY")) == 1
@@ -92,6 +93,14 @@ def test_recorded_first_attempts_fail_and_are_corrected(demo, scenario, stage):
     prompt_text = json.dumps(attempts[1]["prompts"])
     assert summary[:80] in prompt_text.replace("\\n", "\n") or summary[:40].replace("\n", "\\n") in prompt_text
     assert "Previous attempts" in prompt_text
+
+
+def test_a_server_error_on_valid_input_is_an_env_code_error_and_is_corrected(demo):
+    """The quality gate's tool probe inside the env_code stage: the recorded first attempt crashes on a valid date."""
+    attempts = demo["store"].list_attempts("restaurant_reservations", "env_code")
+    first = "\n".join(attempts[0]["errors"]["_"])
+    assert "get_restaurant_availability" in first and "ValueError" in first and "HTTP 500" in first
+    assert attempts[0]["metrics"]["tools_server_error"] == 1 and attempts[1]["metrics"]["tools_server_error"] == 0
 
 
 def test_verifier_retry_regenerates_only_the_failed_task(demo):

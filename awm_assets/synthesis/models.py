@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from awm_rl.quality.solutions import ReferenceSolution
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from awm_resources.sqlite_build import SampleTable, SchemaTable
@@ -115,3 +116,5 @@ class VerifierOutput(BaseModel):
     success_criteria: str = ""
     failure_criteria: str = ""
     python_code: str = Field(min_length=20)
+    # The tool calls that complete the task: run by the quality gate to prove the task solvable.
+    reference_solution: ReferenceSolution | None = None

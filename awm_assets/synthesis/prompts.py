@@ -159,7 +159,12 @@ acted. Define BOTH functions, standard library only, opening the databases read-
   `{{"result": "complete"}}` or `{{"result": "others", "reason": str}}`. On an unchanged database it must not
   report "complete". For information-seeking tasks, check `final_answer` against the database.
 
-Answer with JSON: {{"reasoning": str, "success_criteria": str, "failure_criteria": str, "python_code": str}}""",
+Also write `reference_solution`: the tool calls (operation ids of the API, with JSON arguments taken from
+the sample data) that complete the task from the initial state, and the final answer an agent would give.
+It is executed against the environment, and your `verify_task_completion` must then say "complete".
+
+Answer with JSON: {{"reasoning": str, "success_criteria": str, "failure_criteria": str, "python_code": str,
+"reference_solution": {{"calls": [{{"tool": str, "arguments": {{...}}}}], "final_answer": str | null}}}}""",
         corrections)
 
 

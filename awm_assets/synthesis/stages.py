@@ -6,6 +6,7 @@ rate; `commit()` writes the accepted artifact to the store atomically and return
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from pathlib import Path
@@ -161,24 +162,40 @@ class EnvCodeStage:
             name, desc, schema_sql(load_schema(ctx)), spec, ctx.corrections()))
         code = extract_code(text)
         check = check_env_code(code, ctx.store.path(ctx.scenario, "initial.db"), expected_tools=expected,
-                               timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)))
+                               timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)), probe=True)
         errors: list[str] = []
         if not check.ok and check.error:
             errors.append(check.error)
         errors += [f"spec operation {op!r} is not served as a tool (no route with operation_id={op!r})"
                    for op in check.missing_tools]
+        probe = check.probe or {}
+        # A 5xx on valid input is an execution error like an import error (quality gate, tool probe).
+        broken = {n: t for n, t in probe.items() if t["status"] == "server_error"}
+        errors += [probe_error_line(n, t) for n, t in broken.items()]
         error_rate = 1.0 if (check.error and not check.tools) else len(check.missing_tools) / max(len(expected), 1)
         if check.error and check.tools:
             error_rate = max(error_rate, 1 / max(len(expected), 1))
+        error_rate = max(error_rate, len(broken) / max(len(expected), 1))
+        edge = {n: t for n, t in probe.items() if t["status"] == "server_error_on_edge"}
         return AttemptResult(artifact={"code": code}, error_rate=error_rate, errors={"_": errors} if errors else {},
                              metrics={"tools": len(check.tools), "lines_of_code": len(code.splitlines()),
                                       "missing_tools": list(check.missing_tools),
-                                      "import_ms": round(check.import_ms or 0, 1)},
+                                      "import_ms": round(check.import_ms or 0, 1),
+                                      "tools_server_error": len(broken), "tools_server_error_on_edge": len(edge),
+                                      "tools_probed_ok": sum(1 for t in probe.values() if t["status"] == "ok")},
                              prompts=sent, responses=raw, excerpts={"_": code})
 
     def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
         ctx.store.write_text(ctx.scenario, "server.py", artifact["code"])
         return {"lines_of_code": len(artifact["code"].splitlines())}
+
+
+def probe_error_line(tool: str, report: dict[str, Any]) -> str:
+    """One tool's server errors for the error summary: the arguments sent and where the code failed."""
+    shown = [e for e in report["errors"] if e["status_code"] >= 500][:2]
+    calls = "; ".join(f"arguments {json.dumps(e['args'], ensure_ascii=False)[:300]} -> HTTP {e['status_code']}: "
+                      f"{str(e['error'])[:600]}" for e in shown)
+    return f"tool {tool!r} ({report.get('method', '')} {report.get('path', '')}) fails on valid input: {calls}"
 
 
 class VerifiersStage:
@@ -217,6 +234,7 @@ class VerifiersStage:
             entries.append({"task_idx": idx, "task": task, "file": "gen_verifier", "code": out.python_code,
                             "functions": verifier_functions(out.python_code), "reasoning": out.reasoning,
                             "success_criteria": out.success_criteria, "failure_criteria": out.failure_criteria,
+                            "reference_solution": out.reference_solution.model_dump() if out.reference_solution else None,
                             "raw_response": response.text})
             excerpts[item] = out.python_code
         # Execute every new verifier on the unchanged initial database (the do-nothing agent).

@@ -46,6 +46,9 @@ class EnvCodeCheck(BaseModel):
     health_status: int | None = None
     health_text: str | None = None
     exit_code: int | None = None
+    probe: dict[str, dict] | None = Field(default=None, description="tool -> awm_rl.quality.probe.ToolReport as a dict")
+    solutions: dict[str, dict] | None = Field(
+        default=None, description="task_idx -> reference-solution run: calls with status, final database file")
 
 
 def _signal_name(code: int) -> str:
@@ -60,8 +63,14 @@ def _tail(text: str, n: int = 2000) -> str:
 
 
 def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | None = None,
-                   timeout_s: float = 30, memory_mb: int = 1024) -> EnvCodeCheck:
-    """Import `code` against a copy of `initial_db` in a limited worker; list tools; call a read tool."""
+                   timeout_s: float = 30, memory_mb: int = 1024, probe: bool = False,
+                   solutions: dict[int, list[dict]] | None = None, snapshot_dir: Path | None = None) -> EnvCodeCheck:
+    """Import `code` against a copy of `initial_db` in a limited worker; list tools; call a read tool.
+
+    With `probe`, every tool is also called with grounded and edge inputs (`awm_rl.quality.probe`);
+    `solutions` (task_idx -> tool calls) are run each on a fresh instance, and each final database is
+    written to `snapshot_dir` for the verifiers, which run elsewhere (`awm_rl.verification`).
+    """
     lines = len(code.splitlines())
     initial_db = Path(initial_db)
     if not initial_db.is_file():
@@ -70,7 +79,11 @@ def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | N
     try:
         (work / "server.py").write_text(code, encoding="utf-8")
         shutil.copyfile(initial_db, work / "initial.db")
-        job = {"timeout_s": timeout_s, "memory_mb": memory_mb, "expected_tools": expected_tools}
+        if solutions and snapshot_dir is None:
+            raise ValueError("solutions need a snapshot_dir for their final databases")
+        job = {"timeout_s": timeout_s, "memory_mb": memory_mb, "expected_tools": expected_tools, "probe": probe,
+               "solutions": {str(k): v for k, v in (solutions or {}).items()},
+               "snapshot_dir": str(Path(snapshot_dir).resolve()) if snapshot_dir else None}
         (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
         env = untrusted_env(PYTHONDONTWRITEBYTECODE="1")
         started = time.monotonic()
@@ -79,7 +92,7 @@ def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | N
                                     stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=work, env=env,
                                     start_new_session=True)
             try:
-                rc = proc.wait(timeout=timeout_s + STARTUP_ALLOWANCE_S)
+                rc = proc.wait(timeout=timeout_s * (3 if probe or solutions else 1) + STARTUP_ALLOWANCE_S)
                 timed_out = False
             except subprocess.TimeoutExpired:
                 timed_out = True
@@ -191,11 +204,30 @@ def _worker(work: Path) -> int:
     health_tool, health_status, health_text = _health_check(host)
     if health_status is not None and health_status >= 500:
         errors.append(f"health check {health_tool!r} failed with HTTP {health_status}: {health_text}")
-    report(ok=not errors, tools=tools, missing_tools=missing, extra_tools=extra, shadowed_tools=shadowed,
-           import_ms=import_ms,
-           error="; ".join(errors) or None, health_tool=health_tool, health_status=health_status,
-           health_text=health_text)
+    result = dict(ok=not errors, tools=tools, missing_tools=missing, extra_tools=extra, shadowed_tools=shadowed,
+                  import_ms=import_ms, error="; ".join(errors) or None, health_tool=health_tool,
+                  health_status=health_status, health_text=health_text)
+    report(**result)  # kept if the probe below takes the worker down
+    if job.get("probe"):
+        from awm_rl.quality.probe import probe_host
+
+        facts = _template_facts(host, work)
+        result["probe"] = {name: r.to_dict() for name, r in probe_host(host, facts, budget_s=timeout_s).items()}
+        report(**result)
+    if job.get("solutions"):
+        from awm_rl.quality.solutions import run_solutions
+
+        result["solutions"] = run_solutions(host, job["solutions"], Path(job["snapshot_dir"]))
+        report(**result)
     return 0
+
+
+def _template_facts(host: Any, work: Path):
+    """Database facts of the environment's effective initial state (after its import-time create_all)."""
+    from awm_rl.quality.dbfacts import read_facts
+    from awm_rl.runtime.db import write_db_file
+
+    return read_facts(write_db_file(host.template, work / "template.db"))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,11 +68,20 @@ def environment_error(text: str, status: int = 503) -> ToolResult:
     return ToolResult(ok=False, status=status, text=text, error_kind="environment")
 
 
+def _generated_frames(error: BaseException, limit: int = 3) -> str:
+    """Where in the generated server.py an exception came from (the last frames), for error summaries."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.endswith("server.py")][-limit:]
+    return "; ".join(f"server.py line {f.lineno} in {f.name}: {(f.line or '').strip()[:160]}" for f in frames)
+
+
 def _result_from_http(status: int, body: bytes, error: BaseException | None = None) -> ToolResult:
     text = body.decode("utf-8", errors="replace")
     if status < 400:
         return ToolResult(ok=True, status=status, text=text)
-    detail = f"{type(error).__name__}: {str(error)[:500]}" if error is not None else None
+    detail = None
+    if error is not None:
+        where = _generated_frames(error)
+        detail = f"{type(error).__name__}: {str(error)[:500]}" + (f" (at {where})" if where else "")
     return ToolResult(ok=False, status=status, text=text, error_kind="agent" if status < 500 else "environment",
                       detail=detail)
 

@@ -148,6 +148,13 @@ def route_from_operation(name: str, method: str, path: str, op: dict[str, Any], 
         prop = dict(p.get("schema") or {})
         if p.get("description") and "description" not in prop:
             prop["description"] = p["description"]
+        # FastAPI puts `Query(..., example=)` / `Path(..., example=)` on the parameter, not its schema.
+        if "example" in p and "example" not in prop:
+            prop["example"] = p["example"]
+        elif isinstance(p.get("examples"), dict) and p["examples"] and "examples" not in prop:
+            first = next(iter(p["examples"].values()))
+            if isinstance(first, dict) and "value" in first:
+                prop["example"] = first["value"]
         properties[p["name"]] = prop
         if p.get("required"):
             required.append(p["name"])

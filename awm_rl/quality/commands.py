@@ -1,0 +1,55 @@
+"""`awm quality [SCENARIO ...] [--json]`: probe every tool and check every task of stored environments."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _table(report: dict) -> str:
+    head = ("| scenario | tools | ok | server error | 5xx on edge input | client errors only | shadowed | "
+            "tasks eligible | vacuous | blocked | unsolvable | crash | solvable (proven) |")
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    for s in report["scenarios"]:
+        tasks = s.get("tasks", [])
+        rows.append(f"| {s['scenario']} | {s['tools_total']} | {s['tools_ok']} | {s['tools_server_error']} | "
+                    f"{s['tools_server_error_on_edge']} | {s['tools_client_error_only']} | {s['shadowed']} | "
+                    f"{s.get('eligible_tasks', 0)}/{len(tasks)} | {s['vacuous']} | {s['blocked']} | "
+                    f"{s['unsolvable']} | {s['crash']} | {sum(1 for t in tasks if t.get('solvable') == 'yes')} |")
+    t = report["totals"]
+    rows.append(f"\n{t['environments_with_server_errors']} of {t['environments']} environments have a tool that "
+                f"answers 5xx on valid input ({t['tools_server_error']} of {t['tools_total']} tools); "
+                f"{t['environments_with_bugs']} have a bug of any kind ({t['bugs_per_environment']} per environment); "
+                f"{t['tasks_eligible']} of {t['tasks']} tasks eligible, {t['share_blocked']:.0%} blocked.")
+    for s in report["scenarios"]:
+        bad = {k: v for k, v in s.get("tools", {}).items() if v["status"] not in ("ok", "client_error_only")}
+        for name, tool in bad.items():
+            first = tool["errors"][0] if tool.get("errors") else None
+            why = f"HTTP {first['status_code']} {str(first['error']).splitlines()[0][:160] if first['error'] else ''} args={json.dumps(first['args'])[:160]}" \
+                if first else tool.get("note", "")
+            rows.append(f"  {s['scenario']}.{name}: {tool['status']}: {why}")
+        for task in s.get("tasks", []):
+            if not task["eligible"]:
+                rows.append(f"  {s['scenario']} task {task['task_idx']}: {task['verdict']}: {task['reason'][:240]}")
+    return "\n".join(rows)
+
+
+def quality_main(argv: list[str]) -> int:
+    from awm_resources.store import ArtifactStore
+    from awm_rl.quality.report import quality
+
+    p = argparse.ArgumentParser(prog="awm quality", description=__doc__)
+    p.add_argument("scenarios", nargs="*", help="scenario names (default: every scenario with environment code)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--fresh", action="store_true", help="re-run checks even where a stored result matches")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds for importing and probing one environment")
+    args = p.parse_args(argv)
+    store = ArtifactStore(None)
+    unknown = [s for s in args.scenarios if not store.scenario_dir(s).is_dir()]
+    if unknown:
+        print(f"awm quality: unknown scenario(s) {unknown} in {store.root}", file=sys.stderr)
+        return 2
+    report = quality(store, args.scenarios or None, reuse=not args.fresh, timeout_s=args.timeout)
+    print(json.dumps(report, indent=2, ensure_ascii=False, default=str) if args.json else _table(report))
+    return 0

@@ -1,0 +1,215 @@
+"""The quality of stored environments: every tool probed, every task checked, and a batch summary.
+
+`scenario_quality(store, scenario)` runs, for one scenario:
+1. the env-code worker with the tool probe and the reference solutions (generated code runs only there);
+2. the verifiers in their sandbox: the do-nothing audit (`awm_rl.reward.audit`), each verifier twice
+   on the solution's final database (or the unchanged one) for determinism, and the solution verdict;
+3. write coverage (`coverage.py`).
+A task is eligible for training unless its verifier is missing, crashes, passes vacuously, is not
+deterministic, or the task is blocked (no tool can make its change) or unsolvable (its reference
+solution fails). Without a reference solution a task stays eligible with solvability `unverified`.
+The result is stored as `quality.json` in the scenario folder, keyed by the digest of what it checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from awm_resources.store import ArtifactStore, atomic_write_json
+from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, static_writable_tables
+from awm_rl.quality.dbfacts import read_facts
+from awm_rl.quality.probe import BUG_STATUSES
+from awm_rl.quality.solutions import SOLUTIONS_FILE, load_solutions
+from awm_rl.reward.audit import audit_verifiers
+from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
+from awm_rl.verification import VerifierJob, run_verifiers
+
+QUALITY_FILE = "quality.json"
+CHECKED_FILES = ("server.py", "initial.db", "tasks.json", "verifiers.json", SOLUTIONS_FILE)
+# Task verdicts that leave a task out of training, in the order they are reported.
+INELIGIBLE = ("missing", "crash", "vacuous", "nondeterministic", "blocked", "unsolvable")
+
+
+def content_digest(store: ArtifactStore, scenario: str) -> str:
+    """Digest of every file the quality check reads: equal digests, equal results."""
+    h = hashlib.sha256()
+    for name in CHECKED_FILES:
+        path = store.path(scenario, name)
+        h.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"-") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _tool_summary(probe: dict[str, dict]) -> dict[str, Any]:
+    counts = {s: sum(1 for t in probe.values() if t["status"] == s)
+              for s in ("ok", "server_error", "server_error_on_edge", "client_error_only", "shadowed",
+                        "writes_on_read", "suspicious_empty", "not_probed")}
+    return {"tools_total": len(probe), "tools_ok": counts["ok"], "tools_server_error": counts["server_error"],
+            "tools_server_error_on_edge": counts["server_error_on_edge"],
+            "tools_client_error_only": counts["client_error_only"], "shadowed": counts["shadowed"],
+            "writes_on_read": counts["writes_on_read"], "suspicious_empty": counts["suspicious_empty"],
+            "not_probed": counts["not_probed"],
+            "tools_with_bugs": sum(1 for t in probe.values() if t["status"] in BUG_STATUSES)}
+
+
+def _verdict(outcome) -> Any:
+    return outcome.verdict if outcome.function == CODE_FUNCTION else json.dumps(outcome.result, sort_keys=True,
+                                                                                default=str)
+
+
+def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 60.0,
+                     verifier_timeout_s: float = 10.0) -> dict[str, Any]:
+    """Probe and task checks of one stored scenario (see module docstring); also written to quality.json."""
+    from awm_rl.runtime.check import check_env_code
+
+    folder = store.scenario_dir(scenario)
+    server, initial = folder / "server.py", folder / "initial.db"
+    out: dict[str, Any] = {"scenario": scenario, "digest": content_digest(store, scenario)}
+    if not server.is_file() or not initial.is_file():
+        missing = [p.name for p in (server, initial) if not p.is_file()]
+        return {**out, "error": f"cannot check: {', '.join(missing)} missing", "tools": {}, "tasks": [],
+                **_tool_summary({}), **{k: 0 for k in INELIGIBLE}}
+    records = load_tasks(store, scenario) if (store.has(scenario, "tasks.json") or store.has(scenario, "verifiers.json")) else []
+    entries = [v for r in records for v in r.verifiers]
+    solutions = load_solutions(folder, entries)
+    with tempfile.TemporaryDirectory(prefix="awm-quality-") as tmp:
+        check = check_env_code(server.read_text(encoding="utf-8"), initial, timeout_s=timeout_s, probe=True,
+                               solutions={k: v.model_dump() for k, v in solutions.items()}, snapshot_dir=Path(tmp))
+        probe = check.probe or {}
+        out.update(_tool_summary(probe))
+        out["tools"] = {name: {"status": t["status"], "calls": t["calls"], "errors": t["errors"],
+                               "writes": t["writes"], **({"note": t["note"]} if t.get("note") else {}),
+                               **({"shadowed_by": t["shadowed_by"]} if t.get("shadowed_by") else {})}
+                        for name, t in probe.items()}
+        if check.probe is None:
+            out["error"] = check.error or "the environment worker ended before the probe finished"
+        facts = read_facts(initial)
+        writable = close_over_side_effects(
+            static_writable_tables(server.read_text(encoding="utf-8"), facts)
+            | {t for r in probe.values() for t in r["writes"]}, facts)
+        out["tasks"] = _task_checks(store, scenario, records, initial, check.solutions or {}, facts, writable,
+                                    verifier_timeout_s)
+    for kind in INELIGIBLE:
+        out[kind] = sum(1 for t in out["tasks"] if t["verdict"] == kind)
+    out["verifier_crash"] = out["crash"]
+    out["eligible_tasks"] = sum(1 for t in out["tasks"] if t["eligible"])
+    atomic_write_json(store.path(scenario, QUALITY_FILE), out)
+    return out
+
+
+def _task_checks(store: ArtifactStore, scenario: str, records, initial: Path, runs: dict[str, dict], facts,
+                 writable: set[str], timeout_s: float) -> list[dict[str, Any]]:
+    audit = {}
+    for entry in audit_verifiers(store, [scenario], timeout_s=timeout_s):
+        if entry.verdict != "ok" or entry.task_idx not in audit:
+            audit[entry.task_idx] = entry
+    jobs, owners = [], []
+    for record in records:
+        run = runs.get(str(record.task_idx))
+        final = Path(run["final_db"]) if run else initial
+        start = Path(run["initial_db"]) if run else initial
+        for entry in record.verifiers:
+            mode = entry_mode(entry)
+            if mode == "none":
+                continue
+            job = VerifierJob(code=entry["code"], initial_db=start, final_db=final,
+                              function=CODE_FUNCTION if mode == "code" else SQL_FUNCTION,
+                              final_answer=run.get("final_answer") if run else None)
+            jobs += [job, job]  # twice: determinism
+            owners += [record.task_idx, record.task_idx]
+    outcomes = run_verifiers(jobs, timeout_s=timeout_s, workers=2) if jobs else []
+    by_task: dict[int, list] = {}
+    for idx, job, outcome in zip(owners, jobs, outcomes):
+        by_task.setdefault(idx, []).append((job, outcome))
+    tasks = []
+    for record in records:
+        task = {"task_idx": record.task_idx, "eligible": True, "verdict": "ok", "reason": "",
+                "solvable": "unverified"}
+        pairs = by_task.get(record.task_idx, [])
+        run = runs.get(str(record.task_idx))
+        au = audit.get(record.task_idx)
+        if au is not None and au.verdict != "ok":
+            task.update(verdict=au.verdict, reason=au.detail)
+        elif any(not o.ok for _, o in pairs):
+            bad = next(o for _, o in pairs if not o.ok)
+            task.update(verdict="crash", reason=f"{bad.error_kind}: {bad.error}")
+        elif any(_verdict(pairs[i][1]) != _verdict(pairs[i + 1][1]) for i in range(0, len(pairs) - 1, 2)):
+            task.update(verdict="nondeterministic", reason="two runs of the verifier on the same databases disagree")
+        else:
+            code_entry = record.verifier_for(CODE_FUNCTION)
+            reason = blocked_reason(code_entry["code"], facts, writable) if code_entry else None
+            if reason:
+                task.update(verdict="blocked", reason=reason)
+            if run is not None:
+                task.update(_solvability(run, pairs))
+                if task["solvable"] == "no" and task["verdict"] == "ok":
+                    task.update(verdict="unsolvable", reason=task["solution_detail"])
+        task["eligible"] = task["verdict"] == "ok"
+        tasks.append(task)
+    return tasks
+
+
+def _solvability(run: dict[str, Any], pairs: list) -> dict[str, Any]:
+    """Did the reference solution run cleanly, and does the code-mode verifier call the result complete?"""
+    failed = next(((i, c) for i, c in enumerate(run["calls"]) if c["status"] >= 500 or c["status"] == 404
+                   and c["error"] and "Unknown tool" in c["error"]), None)
+    if failed is not None:
+        i, call = failed
+        return {"solvable": "no", "solution_detail": f"reference solution call {i + 1} ({call['tool']}) failed with "
+                                                     f"HTTP {call['status']}: {call['error']}"}
+    verdicts = [o.verdict for j, o in pairs if j.function == CODE_FUNCTION]
+    if not verdicts:
+        return {"solvable": "unverified", "solution_detail": "no code-mode verifier to judge the reference solution"}
+    if all(v == "complete" for v in verdicts):
+        return {"solvable": "yes", "solution_detail": f"{len(run['calls'])} call(s); the verifier says complete"}
+    errors = [c for c in run["calls"] if c["status"] >= 400]
+    hint = f"; {len(errors)} call(s) answered 4xx, first: {errors[0]['tool']}: {errors[0]['error']}" if errors else ""
+    return {"solvable": "no", "solution_detail": f"after the reference solution the verifier says "
+                                                 f"{verdicts[0]!r}, not 'complete'{hint}"}
+
+
+def summarize_batch(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """A batch in the paper's terms: share of environments with bugs, bugs per environment, blocked tasks."""
+    n = len(results)
+    tasks = [t for r in results for t in r.get("tasks", [])]
+    with_bugs = [r for r in results if r.get("tools_with_bugs")]
+    return {
+        "environments": n,
+        "environments_with_bugs": len(with_bugs),
+        "share_with_bugs": round(len(with_bugs) / n, 4) if n else 0.0,
+        "bugs_per_environment": round(sum(r.get("tools_with_bugs", 0) for r in results) / n, 3) if n else 0.0,
+        "tools_total": sum(r.get("tools_total", 0) for r in results),
+        "tools_ok": sum(r.get("tools_ok", 0) for r in results),
+        "tools_server_error": sum(r.get("tools_server_error", 0) for r in results),
+        "tools_server_error_on_edge": sum(r.get("tools_server_error_on_edge", 0) for r in results),
+        "tools_client_error_only": sum(r.get("tools_client_error_only", 0) for r in results),
+        "environments_with_server_errors": sum(1 for r in results if r.get("tools_server_error")),
+        "tasks": len(tasks),
+        "tasks_eligible": sum(1 for t in tasks if t["eligible"]),
+        "share_blocked": round(sum(1 for t in tasks if t["verdict"] == "blocked") / len(tasks), 4) if tasks else 0.0,
+        **{k: sum(1 for t in tasks if t["verdict"] == k) for k in INELIGIBLE},
+        "solvable_yes": sum(1 for t in tasks if t.get("solvable") == "yes"),
+    }
+
+
+def stored_quality(store: ArtifactStore, scenario: str) -> dict[str, Any] | None:
+    """The stored result if it still matches the scenario's files (else None: run it again)."""
+    path = store.path(scenario, QUALITY_FILE)
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if data.get("digest") == content_digest(store, scenario) else None
+
+
+def quality(store: ArtifactStore, scenarios: list[str] | None = None, *, reuse: bool = True,
+            timeout_s: float = 60.0) -> dict[str, Any]:
+    """`awm quality`: every (or the named) scenario's quality and the totals."""
+    names = scenarios or [s for s in store.list_scenarios() if store.has(s, "server.py")]
+    results = []
+    for name in names:
+        cached = stored_quality(store, name) if reuse else None
+        results.append(cached or scenario_quality(store, name, timeout_s=timeout_s))
+    return {"scenarios": results, "totals": summarize_batch(results)}
