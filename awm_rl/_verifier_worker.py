@@ -26,16 +26,21 @@ import urllib.parse
 # Modules a verifier may import (top-level names). Imported up front, before the audit hook
 # is armed, so that a verifier's imports are plain sys.modules lookups.
 ALLOWED_IMPORTS = frozenset(
-    "sqlite3 json re datetime math collections decimal statistics itertools functools typing "
-    "string time".split()
+    "__future__ sqlite3 json re datetime zoneinfo time calendar math cmath decimal fractions "
+    "numbers statistics collections itertools functools operator heapq bisect typing dataclasses "
+    "enum copy string textwrap difflib unicodedata hashlib base64 uuid".split()
 )
 # Internals that allowed modules import lazily through builtins.__import__ (datetime.strptime
 # imports _strptime, for example); loaded up front and then allowed.
 _INTERNAL_IMPORTS = frozenset(
-    "_strptime _datetime _decimal _pydecimal _json _collections_abc _statistics _string locale "
-    "calendar".split()
+    "_strptime _datetime _decimal _pydecimal _json _collections_abc _statistics _string locale".split()
 )
-for _name in sorted(ALLOWED_IMPORTS | _INTERNAL_IMPORTS) + ["collections.abc", "inspect"]:
+# Loaded up front but never importable by verifiers: the worker's own needs, and what allowed
+# modules import lazily from Python code (outside the allow-list; zoneinfo looks for the tzdata
+# package through importlib.resources). Nothing may load late: after the drop to `nobody` the
+# standard library itself may be unreadable.
+_PRELOADED = ["collections.abc", "inspect", "importlib.resources"]
+for _name in sorted(ALLOWED_IMPORTS | _INTERNAL_IMPORTS) + _PRELOADED:
     try:
         __import__(_name)
     except ImportError:
@@ -46,6 +51,7 @@ import sqlite3  # noqa: E402
 MAX_RESULT_BYTES = 1_000_000
 NOBODY = 65534
 MAX_CAPTURED_OUTPUT = 4_000
+_VERIFIER_MODULE = "verifier"
 
 # Audit events refused while verifier code runs (prefix match).
 _BLOCKED_EVENT_PREFIXES = (
@@ -199,10 +205,15 @@ def _on_time_up(signum, _frame) -> None:
 def _call_verifier(request: dict) -> dict:
     """Compile, exec and call the verifier; returns the outcome fields (without timing)."""
     try:
-        compiled = compile(request["code"], "<verifier>", "exec")
+        # dont_inherit: this file's `from __future__ import annotations` must not leak into it.
+        compiled = compile(request["code"], "<verifier>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
         return {"error_kind": "syntax_error", "error": f"verifier code does not compile: {exc}"}
-    namespace: dict = {"__builtins__": _sandbox_builtins(), "__name__": "verifier"}
+    module = types.ModuleType(_VERIFIER_MODULE)
+    module.__builtins__ = _sandbox_builtins()
+    # Registered so that dataclasses and typing can resolve string annotations in the verifier.
+    sys.modules[_VERIFIER_MODULE] = module
+    namespace = module.__dict__
     exec(compiled, namespace)
     function_name = request["function"]
     function = namespace.get(function_name)
@@ -277,6 +288,7 @@ def _run_job(request: dict) -> dict:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         _JOB = None
+        sys.modules.pop(_VERIFIER_MODULE, None)
         sys.stdout, sys.stderr, sys.stdin = saved_streams
     elapsed_ms = (time.perf_counter() - start) * 1000.0
     if job.timed_out:

@@ -8,7 +8,8 @@ is cheaper than MCP over HTTP, so the baseline's call numbers are if anything fl
 
 Both sides run the same scripted workload, discovered from each scenario's tools: read tools and
 write tools whose schema examples make a successful call; writes carry a per-instance marker so the
-isolation check can tell whose write landed where. Measurements:
+isolation check can tell whose write landed where. A scenario without such a read tool is reported under
+`skipped` and left out of every measurement. Measurements:
 
 - cold_start_ms: a scenario's code imported and ready on a warm host (ours) / `python server.py`
   from spawn to its first HTTP answer (baseline); create_ms_p50: one more instance ready with its
@@ -128,7 +129,7 @@ def discover_script(pool: Any, scenario: str) -> dict[str, Any]:
 
 def _script(info: dict[str, Any], i: int) -> list[tuple[str, dict[str, Any]]]:
     """Instance i's workload: read, marked write, read, read."""
-    reads = info["reads"] or [{"tool": w["tool"], "args": w["args"]} for w in info["writes"]]
+    reads = info["reads"]
     calls = [(reads[i % len(reads)]["tool"], reads[i % len(reads)]["args"])]
     if info["writes"]:
         w = info["writes"][i % len(info["writes"])]
@@ -198,12 +199,21 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
             cold[s] = round(pool.cold_start_ms(s), 1)
             cold_cpu[s] = round(pool.cold_start_ms(s, cpu=True), 1)
             pool.release(h)
-        out["cold_start_ms_by_scenario"] = cold
-        out["cold_start_cpu_ms_by_scenario"] = cold_cpu
+
+        # every measurement calls a read tool of each scenario: one without any is left out
+        discovered = {s: discover_script(pool, s) for s in scenarios}
+        out["skipped"] = [{"scenario": s, "reason": f"no read-only tool among its {v['tools']} tool(s) answers "
+                                                     "a call built from its schema examples"}
+                          for s, v in discovered.items() if not v["reads"]]
+        scripts = {s: v for s, v in discovered.items() if v["reads"]}
+        if not scripts:
+            raise ValueError("no scenario can be benchmarked: " +
+                             "; ".join(f"{x['scenario']}: {x['reason']}" for x in out["skipped"]))
+        scenarios = out["scenarios"] = list(scripts)
+        out["cold_start_ms_by_scenario"] = cold = {s: cold[s] for s in scenarios}
+        out["cold_start_cpu_ms_by_scenario"] = {s: cold_cpu[s] for s in scenarios}
         out["cold_start_ms"] = round(statistics.median(cold.values()), 1)
         out["cold_start_ms_max"] = max(cold.values())
-
-        scripts = {s: discover_script(pool, s) for s in scenarios}
         out["workload"] = {s: {"reads": [r["tool"] for r in v["reads"]], "writes": [w["tool"] for w in v["writes"]]}
                            for s, v in scripts.items()}
 
@@ -592,6 +602,7 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
                       latency_calls=latency_calls, num_hosts=num_hosts,
                       isolation_instances=min(isolation_instances, instances))
     # the baseline replays the workload ours discovered (same tools, same arguments)
+    scenarios = list(scripts)
     baseline = bench_baseline(store.root, scenarios, scripts, instances=baseline_instances,
                               extrapolate_to=instances, latency_calls=max(50, latency_calls // 3))
     ratios = {}
@@ -608,7 +619,7 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
         except (KeyError, TypeError):
             targets[name] = False
     return {"ours": ours, "baseline": baseline, "ratios": ratios, "targets": targets,
-            "all_targets_met": all(targets.values()), "scenarios": scenarios,
+            "all_targets_met": all(targets.values()), "scenarios": scenarios, "skipped": ours["skipped"],
             "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
                         # other work on the machine slows both sides; the 1-minute load average says how much
                         "loadavg_1m_start": round(load_before[0], 2), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
@@ -653,6 +664,8 @@ def main(argv: list[str]) -> int:
     else:
         o, b, r = report["ours"], report["baseline"], report["ratios"]
         print(f"scenarios: {', '.join(report['scenarios'])}")
+        for skipped in report["skipped"]:
+            print(f"  skipped {skipped['scenario']}: {skipped['reason']}")
         for key in ("cold_start_ms", "create_ms_p50", "reset_ms_p50", "call_ms_p50", "call_ms_p99",
                     "throughput_calls_per_s", "mb_per_instance"):
             print(f"  {key:24s} ours {o.get(key)!s:>10}  baseline {b.get(key)!s:>10}  ratio {r.get(key)}")

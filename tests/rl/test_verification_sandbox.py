@@ -221,3 +221,91 @@ def test_parallel_batch_keeps_order(dbs):
     ]
     outcomes = run_verifiers(jobs, workers=2)
     assert [o.verdict for o in outcomes] == ["others", "complete"] * 4
+
+
+STDLIB_VERIFIER = '''
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import statistics
+from datetime import datetime, timedelta, timezone
+from decimal import ROUND_HALF_UP, Decimal
+from zoneinfo import ZoneInfo
+
+
+@dataclasses.dataclass(frozen=True)
+class Booking:
+    start: datetime
+    hours: int
+
+
+def verify_task(initial_db_path, final_db_path):
+    new_york = ZoneInfo("America/New_York")
+    booking = Booking(datetime(2024, 3, 9, 12, tzinfo=new_york), 24)  # across the spring-forward night
+    end = booking.start + timedelta(hours=booking.hours)
+    try:
+        ZoneInfo("Mars/Olympus_Mons")
+        unknown_zone = "found"
+    except KeyError:  # ZoneInfoNotFoundError, after looking for the tzdata package too
+        unknown_zone = "not found"
+    return {
+        "offsets_h": [booking.start.utcoffset() / timedelta(hours=1), end.utcoffset() / timedelta(hours=1)],
+        "elapsed_h": (end.astimezone(timezone.utc) - booking.start.astimezone(timezone.utc)) / timedelta(hours=1),
+        "end_utc": end.astimezone(ZoneInfo("UTC")).isoformat(),
+        "unknown_zone": unknown_zone,
+        "total": str((Decimal("19.99") * 3).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)),
+        "median": statistics.median([3, 1, 4, 1, 5]),
+        "close": difflib.get_close_matches("appel", ["maple", "apple", "orange"], n=1),
+        "similar": difflib.SequenceMatcher(None, "kitten", "sitting").ratio() > 0.5,
+    }
+'''
+
+
+def test_stdlib_modules_work_in_a_verifier(dbs):
+    """Time zones (tz files read after the drop to `nobody`), decimal, statistics, difflib and a
+    dataclass under `from __future__ import annotations`: the modules real verifiers use."""
+    outcome = run_verifier(STDLIB_VERIFIER, *dbs, function="verify_task")
+    assert outcome.ok, outcome.error
+    assert outcome.result == {
+        "offsets_h": [-5.0, -4.0],
+        "elapsed_h": 23.0,
+        "end_utc": "2024-03-10T16:00:00+00:00",
+        "unknown_zone": "not found",
+        "total": "60.0",
+        "median": 3,
+        "close": ["apple"],
+        "similar": True,
+    }
+
+
+def test_every_allowed_module_imports(dbs):
+    from awm_rl._verifier_worker import ALLOWED_IMPORTS
+
+    code = (
+        "def verify_task(initial_db_path, final_db_path):\n"
+        f"    import {', '.join(sorted(ALLOWED_IMPORTS))}\n"
+        "    return {'ok': True}\n"
+    )
+    outcome = run_verifier(code, *dbs, function="verify_task")
+    assert outcome.ok, outcome.error
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import os",
+        "import subprocess",
+        "import pathlib",
+        "from os import path",
+        "import importlib.resources",  # loaded for zoneinfo, still not for verifiers
+        "import shutil",
+        "import pickle",
+        "import ctypes",
+        "from . import sibling",
+    ],
+)
+def test_dangerous_imports_stay_refused(dbs, statement):
+    code = f"def verify_task(initial_db_path, final_db_path):\n    {statement}\n    return {{}}\n"
+    outcome = run_verifier(code, *dbs, function="verify_task")
+    assert outcome.error_kind == "forbidden_import", outcome
