@@ -3,7 +3,8 @@
 
 import dagster as dg
 
-from awm_resources.store import PIPELINE_STAGES, STAGES, atomic_write_json
+from awm_resources.store import PIPELINE_STAGES, atomic_write_json
+from awm_assets.quality_assets import complete_scenarios
 from awm_assets.resources import StoreResource
 
 from awm_assets.synthesis.catalog import build_catalog
@@ -12,20 +13,21 @@ CATALOG_FILE = "catalog.json"
 
 
 @dg.asset(
-    deps=[dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES],
+    deps=[*(dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES),
+          "environment_quality"],
     group_name="catalog",
     kinds={"json"},
-    description="Ready environments (all stages present, blocking checks passed) with their statistics; tasks "
-                "whose verifier passes vacuously or crashes on the unchanged database are excluded from training.",
+    description="Ready environments (all stages present, blocking checks passed) with their statistics; tasks the "
+                "quality gate finds ineligible (vacuous, crashing, nondeterministic verifier; blocked or unsolvable "
+                "task) are excluded from training and evaluation, each with its reason.",
 )
 def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
-    from awm_rl.reward.audit import audit_verifiers, summarize, write_audit
+    from awm_rl.quality.report import quality
 
     st = store.get_store()
-    complete = [k for k in st.list_scenarios() if set(STAGES) <= set(st.present_stages(k))]
-    audit = audit_verifiers(st, complete)  # the do-nothing agent, in the verifier sandbox
-    write_audit(st, audit)
-    audit_summary = summarize(audit)
+    # The quality gate (tool probe, task checks incl. the do-nothing audit); stored results whose
+    # digest still matches are reused, so this re-checks only what changed since environment_quality.
+    totals = quality(st, complete_scenarios(st))["totals"]
     entries = build_catalog(st)
     ready = [e for e in entries if e["ready"]]
     path = st.root / CATALOG_FILE
@@ -41,7 +43,9 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
         "tasks": sum(e["tasks"] for e in ready),
         "tools": sum(e["tools"] for e in ready),
         "trainable_tasks": sum(e["trainable_tasks"] or 0 for e in ready),
-        "verifier_audit": dg.MetadataValue.json({k: v for k, v in audit_summary.items()}),
+        "excluded_tasks": totals["tasks"] - totals["tasks_eligible"],
+        "quality": dg.MetadataValue.json({k: totals[k] for k in ("vacuous", "crash", "missing", "nondeterministic",
+                                                                 "blocked", "unsolvable", "tools_server_error")}),
         "catalog_file": dg.MetadataValue.path(str(path)),
         "environments": dg.MetadataValue.md("\n".join(rows)),
     })

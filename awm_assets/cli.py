@@ -94,13 +94,14 @@ FORWARDED = {
 }
 FORWARDED_PAIRS = {
     ("bench", "serve"): ("awm_rl.runtime.commands", "bench_serve_main"),
+    ("bench", "quality"): ("awm_rl.quality.commands", "bench_quality_main"),
     ("audit", "verifiers"): ("awm_rl.commands_rollout", "audit_main"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="awm", description="Agent World Model: synthesize, serve and train on tool-use environments.",
-                                epilog="Also: awm serve SCENARIO | awm quality [SCENARIO ...] | awm bench serve | awm rollout | awm audit verifiers | "
+                                epilog="Also: awm serve SCENARIO | awm quality [SCENARIO ...] | awm bench serve | awm bench quality | awm rollout | awm audit verifiers | "
                                        "awm train --config FILE (each has --help).")
     p.add_argument("--home", default=None, help="artifact store root (default $AWM_HOME or <project>/.awm_home)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")

@@ -5,6 +5,7 @@ import dagster as dg
 from awm_assets.catalog_asset import environment_catalog
 from awm_assets.evaluation import evaluation
 from awm_assets.jobs import catalog_job, generate_scenarios_job, synthesize_scenario_job
+from awm_assets.quality_assets import environment_quality, environment_quality_gate
 from awm_assets.resources import build_resources
 from awm_assets.scenario_assets import scenario_generation
 from awm_assets.sensors import catalog_refresh_sensor, new_scenario_sensor, seed_batch_sensor
@@ -14,7 +15,8 @@ from awm_assets.training import grpo_training, training_job, training_schedule
 stage_assets = build_stage_assets()
 
 defs = dg.Definitions(
-    assets=[scenario_generation, *stage_assets, environment_catalog, evaluation, grpo_training],
+    assets=[scenario_generation, *stage_assets, environment_quality, environment_catalog, evaluation, grpo_training],
+    asset_checks=[environment_quality_gate],
     jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job, training_job],
     schedules=[training_schedule],
     sensors=[seed_batch_sensor, new_scenario_sensor, catalog_refresh_sensor],

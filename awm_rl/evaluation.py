@@ -1,7 +1,7 @@
 """Evaluate a policy over the environment catalog: pass rates, error rates, stored trajectories.
 
-`evaluate()` picks up to `tasks_per_env` tasks per ready environment (skipping tasks whose
-verifier failed the do-nothing audit), runs the episodes concurrently against the runtime pool,
+`evaluate()` picks up to `tasks_per_env` eligible tasks per ready environment (skipping tasks the
+quality gate left out: see awm_rl.quality), runs the episodes concurrently against the runtime pool,
 judges them (batched) and writes, under `out_dir`: one JSON per episode (trajectory + score),
 `report.json` and `pass_rate_by_bucket.png`. Difficulty buckets are the number of tool calls an
 episode used (`BUCKETS`).
@@ -18,7 +18,7 @@ from typing import Any
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.agent import Episode, EpisodeScore, EpisodeSpec, LoopConfig, Policy, run_episodes
 from awm_rl.agent.loop import EnvironmentPool, discard_snapshot
-from awm_rl.reward import Judge, TaskRecord, audit_verifiers, excluded_tasks, load_tasks, score_episodes
+from awm_rl.reward import Judge, TaskRecord, load_tasks, score_episodes
 
 BUCKETS: list[tuple[str, int, int]] = [("0-2 calls", 0, 2), ("3-5 calls", 3, 5), ("6-9 calls", 6, 9), ("10+ calls", 10, 10**9)]
 CATALOG_FILE = "catalog.json"
@@ -96,7 +96,9 @@ def evaluate(store: ArtifactStore, pool: EnvironmentPool, policy: Policy, judge:
     out_dir.mkdir(parents=True, exist_ok=True)
     scenarios = catalog_scenarios(store) if scenarios is None else scenarios
     if excluded is None:
-        excluded = excluded_tasks(audit_verifiers(store, scenarios))
+        from awm_rl.quality.report import ineligible_tasks
+
+        excluded = ineligible_tasks(store, scenarios)
     records = select_tasks(store, scenarios, tasks_per_env, excluded)
     specs = [EpisodeSpec(r.scenario, r.task_idx, r.task) for r in records]
     config = LoopConfig(max_turns=max_turns, window=window, snapshot_dir=out_dir / "databases")

@@ -18,7 +18,7 @@ def test_definitions_validate_without_secrets():
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     for key in ("scenario_generation", "tasks", "db_schema", "sample_data", "api_spec", "env_code", "verifiers",
-                "environment_catalog"):
+                "environment_quality", "environment_catalog"):
         assert f"'{key}'" in out.stdout
 
 

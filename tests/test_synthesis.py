@@ -115,7 +115,7 @@ def test_catalog_lists_the_ready_demo_environments(demo):
     data = json.loads((demo["root"] / "catalog.json").read_text())
     assert sorted(e["name"] for e in data["environments"]) == DEMO_SCENARIOS
     assert all(e["excluded_tasks"] == [] and e["trainable_tasks"] == 10 for e in data["environments"])
-    assert meta["verifier_audit"].value["vacuous"] == 0 and meta["trainable_tasks"].value == 30
+    assert meta["quality"].value["vacuous"] == 0 and meta["trainable_tasks"].value == 30
 
 
 def test_catalog_of_the_corpus_excludes_vacuous_verifiers(corpus_store):
@@ -127,7 +127,7 @@ def test_catalog_of_the_corpus_excludes_vacuous_verifiers(corpus_store):
     assert sorted(ready) == ["doordash_drive_delivery_tracking", "etsy_digital_downloads", "fortnite_item_shop",
                              "gofundme", "rover"]
     assert ready["fortnite_item_shop"]["excluded_tasks"] == [0] and ready["fortnite_item_shop"]["trainable_tasks"] == 9
-    assert meta["verifier_audit"].value["vacuous"] >= 1
+    assert meta["quality"].value["vacuous"] >= 1
     not_ready = {e["name"]: e for e in data["not_ready"]}
     assert "verifiers" in not_ready["content_platform_1"]["missing_stages"]
 

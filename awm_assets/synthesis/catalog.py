@@ -8,6 +8,7 @@ from typing import Any
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 
 AUDIT_FILE = "verifier_audit.json"  # written by awm_rl.reward.audit.write_audit
+QUALITY_FILE = "quality.json"  # written by awm_rl.quality.report.scenario_quality
 
 
 def catalog_entry(store: ArtifactStore, key: str) -> dict[str, Any]:
@@ -20,10 +21,20 @@ def catalog_entry(store: ArtifactStore, key: str) -> dict[str, Any]:
     def stat(stage: str, field: str, default: int = 0):
         return status[stage].get(field, default)
 
-    audit = store.path(key, AUDIT_FILE)
-    excluded = sorted({e["task_idx"] for e in json.loads(audit.read_text())["entries"] if e["verdict"] != "ok"}) \
-        if audit.is_file() else []
     n_tasks = stat("tasks", "tasks")
+    quality = store.path(key, QUALITY_FILE)
+    audit = store.path(key, AUDIT_FILE)
+    checked = quality.is_file() or audit.is_file()
+    if quality.is_file():  # the quality gate: every task with its verdict and reason
+        q = json.loads(quality.read_text(encoding="utf-8"))
+        ineligible = {t["task_idx"]: f"{t['verdict']}: {t['reason']}" for t in q.get("tasks", []) if not t["eligible"]}
+        tool_quality = {k: q.get(k, 0) for k in ("tools_total", "tools_ok", "tools_server_error",
+                                                  "tools_server_error_on_edge", "tools_client_error_only", "shadowed")}
+    else:
+        ineligible = {e["task_idx"]: f"{e['verdict']}: {e['detail']}" for e in json.loads(audit.read_text())["entries"]
+                      if e["verdict"] != "ok"} if audit.is_file() else {}
+        tool_quality = {}
+    excluded = sorted(ineligible)
     return {
         "name": key,
         "display_name": sc.get("name") or key,
@@ -36,8 +47,10 @@ def catalog_entry(store: ArtifactStore, key: str) -> dict[str, Any]:
         "tools": stat("env_code", "tools"),
         "lines_of_code": stat("env_code", "lines_of_code"),
         "verifiers": stat("verifiers", "verifiers"),
-        "excluded_tasks": excluded,  # failed the do-nothing verifier audit: left out of training
-        "trainable_tasks": max(n_tasks - len(excluded), 0) if audit.is_file() else None,
+        "excluded_tasks": excluded,  # failed the quality gate (or the do-nothing audit): left out of training
+        "excluded_reasons": {str(k): v for k, v in sorted(ineligible.items())},
+        "trainable_tasks": max(n_tasks - len(excluded), 0) if checked else None,
+        "tool_quality": tool_quality,
         "stages": present,
         "missing_stages": [s for s in STAGES if s not in present],
         "invalid_stages": invalid,

@@ -53,3 +53,38 @@ def quality_main(argv: list[str]) -> int:
     report = quality(store, args.scenarios or None, reuse=not args.fresh, timeout_s=args.timeout)
     print(json.dumps(report, indent=2, ensure_ascii=False, default=str) if args.json else _table(report))
     return 0
+
+
+def bench_quality_main(argv: list[str]) -> int:
+    """`awm bench quality --json`: seconds to probe each stored environment, against importing it alone."""
+    import time
+
+    from awm_resources.store import ArtifactStore
+    from awm_rl.runtime.check import check_env_code
+
+    p = argparse.ArgumentParser(prog="awm bench quality", description=bench_quality_main.__doc__)
+    p.add_argument("scenarios", nargs="*", help="scenario names (default: every scenario with environment code)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    store = ArtifactStore(None)
+    names = args.scenarios or [s for s in store.list_scenarios() if store.has(s, "server.py")]
+    rows = []
+    for name in names:
+        code, db = store.path(name, "server.py").read_text(encoding="utf-8"), store.path(name, "initial.db")
+        t0 = time.perf_counter()
+        base = check_env_code(code, db)  # baseline: the same worker, import + health check only
+        t1 = time.perf_counter()
+        probed = check_env_code(code, db, probe=True)
+        t2 = time.perf_counter()
+        calls = sum(t["calls"] for t in (probed.probe or {}).values())
+        rows.append({"scenario": name, "tools": len(probed.tools), "probe_calls": calls,
+                     "baseline_s": round(t1 - t0, 3), "probe_s": round(t2 - t1, 3),
+                     "probe_only_s": round((t2 - t1) - (t1 - t0), 3),
+                     "ratio_vs_baseline": round((t2 - t1) / max(t1 - t0, 1e-9), 3), "ok": base.ok or bool(base.tools)})
+    out = {"benchmark": "quality_probe", "scenarios": rows,
+           "max_probe_s": max((r["probe_s"] for r in rows), default=0.0),
+           "max_probe_s_per_20_tools": max((r["probe_s"] * 20 / max(r["tools"], 1) for r in rows), default=0.0)}
+    print(json.dumps(out, indent=2) if args.json else "\n".join(
+        f"{r['scenario']}: {r['tools']} tools, {r['probe_calls']} calls, probe {r['probe_s']}s "
+        f"(import-only baseline {r['baseline_s']}s, x{r['ratio_vs_baseline']})" for r in rows))
+    return 0

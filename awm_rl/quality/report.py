@@ -24,7 +24,7 @@ from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, sta
 from awm_rl.quality.dbfacts import read_facts
 from awm_rl.quality.probe import BUG_STATUSES
 from awm_rl.quality.solutions import SOLUTIONS_FILE, load_solutions
-from awm_rl.reward.audit import audit_verifiers
+from awm_rl.reward.audit import audit_verifiers, write_audit
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
 from awm_rl.verification import VerifierJob, run_verifiers
 
@@ -103,7 +103,9 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
 def _task_checks(store: ArtifactStore, scenario: str, records, initial: Path, runs: dict[str, dict], facts,
                  writable: set[str], timeout_s: float) -> list[dict[str, Any]]:
     audit = {}
-    for entry in audit_verifiers(store, [scenario], timeout_s=timeout_s):
+    entries = audit_verifiers(store, [scenario], timeout_s=timeout_s)
+    write_audit(store, entries)  # the do-nothing audit's own file, for `awm audit` readers
+    for entry in entries:
         if entry.verdict != "ok" or entry.task_idx not in audit:
             audit[entry.task_idx] = entry
     jobs, owners = [], []
@@ -213,3 +215,21 @@ def quality(store: ArtifactStore, scenarios: list[str] | None = None, *, reuse: 
         cached = stored_quality(store, name) if reuse else None
         results.append(cached or scenario_quality(store, name, timeout_s=timeout_s))
     return {"scenarios": results, "totals": summarize_batch(results)}
+
+
+def ineligible_tasks(store: ArtifactStore, scenarios: list[str]) -> dict[str, list[int]]:
+    """Per scenario, the tasks training and evaluation leave out: the quality gate's verdicts where a
+    current `quality.json` exists, else the do-nothing audit run now."""
+    from awm_rl.reward.audit import excluded_tasks
+
+    out: dict[str, list[int]] = {}
+    unchecked = []
+    for scenario in scenarios:
+        stored = stored_quality(store, scenario)
+        if stored is None:
+            unchecked.append(scenario)
+        elif bad := sorted(t["task_idx"] for t in stored.get("tasks", []) if not t["eligible"]):
+            out[scenario] = bad
+    if unchecked:
+        out.update(excluded_tasks(audit_verifiers(store, unchecked)))
+    return out

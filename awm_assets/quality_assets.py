@@ -1,0 +1,89 @@
+"""The quality gate in Dagster: a per-scenario asset check on `verifiers` and the batch's `environment_quality`.
+
+Thin: both call `awm_rl.quality.report`, which stores each scenario's result keyed by the digest of
+what it checked, so re-running either only re-checks scenarios whose files changed.
+"""
+
+import dagster as dg
+
+from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore, atomic_write_json
+
+from awm_assets.partitions import scenario_partitions
+from awm_assets.resources import StoreResource
+
+QUALITY_SUMMARY_FILE = "quality_summary.json"
+
+
+def complete_scenarios(store: ArtifactStore) -> list[str]:
+    return [k for k in store.list_scenarios() if set(STAGES) <= set(store.present_stages(k))]
+
+
+def _tool_rows(result: dict) -> str:
+    rows = ["| tool | status | calls | first error |", "|---|---|---|---|"]
+    for name, tool in sorted(result.get("tools", {}).items(), key=lambda kv: (kv[1]["status"] == "ok", kv[0])):
+        err = tool["errors"][0] if tool.get("errors") and tool["status"] != "ok" else None
+        first = (f"HTTP {err['status_code']}: {str(err['error']).splitlines()[0][:120]}" if err and err.get("error")
+                 else tool.get("note", ""))
+        rows.append(f"| {name} | {tool['status']} | {tool['calls']} | {first.replace('|', '/')} |")
+    return "\n".join(rows)
+
+
+def _task_rows(result: dict) -> str:
+    rows = ["| task | eligible | verdict | solvable | reason |", "|---|---|---|---|---|"]
+    rows += [f"| {t['task_idx']} | {'yes' if t['eligible'] else 'no'} | {t['verdict']} | {t.get('solvable', '')} | "
+             f"{(t['reason'] or t.get('solution_detail', ''))[:200].replace('|', '/')} |" for t in result.get("tasks", [])]
+    return "\n".join(rows)
+
+
+@dg.asset_check(asset="verifiers", name="environment_quality_gate", partitions_def=scenario_partitions,
+                description="Every tool probed with database-grounded and edge inputs; every task checked (do-nothing "
+                            "audit, write coverage, reference solution, determinism). Fails when a tool answers 5xx "
+                            "on valid input or no task is eligible.")
+def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: StoreResource) -> dg.AssetCheckResult:
+    from awm_rl.quality.report import quality
+
+    st = store.get_store()
+    key = context.partition_key
+    result = quality(st, [key])["scenarios"][0]
+    passed = not result.get("error") and result["tools_server_error"] == 0 and result.get("eligible_tasks", 0) > 0
+    description = (f"{result['tools_ok']}/{result['tools_total']} tools ok, {result['tools_server_error']} with 5xx on "
+                   f"valid input; {result.get('eligible_tasks', 0)}/{len(result.get('tasks', []))} tasks eligible"
+                   + (f"; {result['error']}" if result.get("error") else ""))
+    return dg.AssetCheckResult(
+        passed=passed, severity=dg.AssetCheckSeverity.WARN, description=description,
+        metadata={**{k: result.get(k, 0) for k in ("tools_total", "tools_ok", "tools_server_error",
+                                                   "tools_server_error_on_edge", "tools_client_error_only", "shadowed",
+                                                   "eligible_tasks", "vacuous", "blocked", "unsolvable", "crash",
+                                                   "nondeterministic")},
+                  "tools": dg.MetadataValue.md(_tool_rows(result)), "tasks": dg.MetadataValue.md(_task_rows(result)),
+                  "digest": result["digest"]})
+
+
+@dg.asset(
+    deps=[dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES],
+    group_name="catalog",
+    kinds={"json"},
+    description="The quality gate over every complete scenario, summed in the paper's terms: share of environments "
+                "with bugs, bugs per environment, share of blocked tasks; per-task eligibility feeds the catalog.",
+)
+def environment_quality(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
+    from awm_rl.quality.report import quality
+
+    st = store.get_store()
+    report = quality(st, complete_scenarios(st))
+    totals = report["totals"]
+    atomic_write_json(st.root / QUALITY_SUMMARY_FILE, report)
+    rows = ["| environment | tools | ok | 5xx valid | 5xx edge | client-errors-only | shadowed | eligible tasks | "
+            "vacuous | blocked | unsolvable | crash | solvable |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows += [f"| {r['scenario']} | {r['tools_total']} | {r['tools_ok']} | {r['tools_server_error']} | "
+             f"{r['tools_server_error_on_edge']} | {r['tools_client_error_only']} | {r['shadowed']} | "
+             f"{r.get('eligible_tasks', 0)}/{len(r.get('tasks', []))} | {r['vacuous']} | {r['blocked']} | "
+             f"{r['unsolvable']} | {r['crash']} | {sum(1 for t in r.get('tasks', []) if t.get('solvable') == 'yes')} |"
+             for r in report["scenarios"]]
+    context.log.info(f"{totals['environments_with_bugs']} of {totals['environments']} environments have bugs; "
+                     f"{totals['tasks_eligible']} of {totals['tasks']} tasks eligible")
+    return dg.MaterializeResult(metadata={
+        **{k: v for k, v in totals.items() if isinstance(v, (int, float))},
+        "environments": dg.MetadataValue.md("\n".join(rows)),
+        "summary_file": dg.MetadataValue.path(str(st.root / QUALITY_SUMMARY_FILE)),
+    })
