@@ -103,6 +103,12 @@ def test_a_server_error_on_valid_input_is_an_env_code_error_and_is_corrected(dem
     assert attempts[0]["metrics"]["tools_server_error"] == 1 and attempts[1]["metrics"]["tools_server_error"] == 0
 
 
+def test_verifiers_stage_proves_each_reference_solution(demo):
+    """Each new verifier's reference solution runs on the environment and the verifier then says complete."""
+    for key in ("music_playlists", "restaurant_reservations"):
+        assert demo["store"].stage_status(key, "verifiers")["solutions_proven"] == 10, key
+
+
 def test_verifier_retry_regenerates_only_the_failed_task(demo):
     attempts = demo["store"].list_attempts("issue_tracker", "verifiers")
     assert set(attempts[1]["prompts"]) == {"task_4"}

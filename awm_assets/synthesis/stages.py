@@ -260,13 +260,51 @@ class VerifiersStage:
                 vacuous += 1
                 errors.setdefault(item, []).append("verify_task_completion reports 'complete' on the unchanged "
                                                    "initial database (passes vacuously)")
+        solved = self._check_solutions(ctx, [e for e in fresh if f"task_{e['task_idx']}" not in errors], errors)
         good = [e for e in entries if f"task_{e['task_idx']}" not in errors]
         bad_count = len(task_list) - len(good)
         return AttemptResult(artifact={"verifiers": entries} if entries else None,
                              error_rate=bad_count / max(len(task_list), 1), errors=errors,
-                             metrics={"verifiers": len(good), "vacuous": vacuous,
+                             metrics={"verifiers": len(good), "vacuous": vacuous, "solutions_proven": solved,
                                       "regenerated": len(task_list) - len(kept)},
                              prompts=sent, responses=raw, excerpts=excerpts)
+
+    @staticmethod
+    def _check_solutions(ctx: AttemptContext, entries: list[dict[str, Any]], errors: dict[str, list[str]]) -> int:
+        """Run each new verifier's reference solution on the environment (quality gate, solvability): a
+        solution that fails, or after which the code-mode verifier does not say complete, makes that
+        task's verifier regenerate. Returns how many solutions were proven."""
+        from awm_rl.runtime.check import check_env_code
+        from awm_rl.verification import VerifierJob, run_verifiers
+
+        server = ctx.store.path(ctx.scenario, "server.py")
+        runnable = {e["task_idx"]: e for e in entries
+                    if e.get("reference_solution") and "verify_task_completion" in e["functions"]}
+        if not runnable or not server.is_file():
+            return 0
+        with tempfile.TemporaryDirectory(prefix="awm-solutions-") as tmp:
+            check = check_env_code(server.read_text(encoding="utf-8"), ctx.store.path(ctx.scenario, "initial.db"),
+                                   timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)),
+                                   solutions={k: e["reference_solution"] for k, e in runnable.items()},
+                                   snapshot_dir=Path(tmp))
+            runs = check.solutions or {}
+            jobs = [VerifierJob(code=runnable[int(k)]["code"], initial_db=Path(r["initial_db"]), final_db=Path(r["final_db"]),
+                                final_answer=r.get("final_answer")) for k, r in runs.items()]
+            outcomes = run_verifiers(jobs, timeout_s=float(ctx.settings.get("verifier_timeout_s", 10)))
+        proven = 0
+        for (k, run), outcome in zip(runs.items(), outcomes):
+            failed = [c for c in run["calls"] if c["status"] >= 400]
+            if outcome.ok and outcome.verdict == "complete":
+                proven += 1
+                continue
+            calls = "; ".join(f"{c['tool']} -> HTTP {c['status']}: {str(c['error'])[:200]}" for c in failed[:3])
+            errors.setdefault(f"task_{k}", []).append(
+                f"after the reference solution ran on the environment, verify_task_completion says "
+                f"{outcome.verdict or outcome.error!r}, not 'complete'" + (f"; failed calls: {calls}" if calls else "")
+                + ": fix the verifier or the solution so that a correct agent passes")
+        if check.solutions is None:
+            errors.setdefault("_", []).append(f"reference solutions could not run: {check.error}")
+        return proven
 
     def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
         ctx.store.write_json(ctx.scenario, "verifiers.json", artifact)

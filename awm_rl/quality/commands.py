@@ -23,6 +23,8 @@ def _table(report: dict) -> str:
                 f"{t['environments_with_bugs']} have a bug of any kind ({t['bugs_per_environment']} per environment); "
                 f"{t['tasks_eligible']} of {t['tasks']} tasks eligible, {t['share_blocked']:.0%} blocked.")
     for s in report["scenarios"]:
+        if s.get("error"):
+            rows.append(f"  {s['scenario']}: {s['error']}")
         bad = {k: v for k, v in s.get("tools", {}).items() if v["status"] not in ("ok", "client_error_only")}
         for name, tool in bad.items():
             first = tool["errors"][0] if tool.get("errors") else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 
 from awm_rl.quality.dbfacts import DbFacts
 
@@ -23,9 +24,8 @@ _WRITE_METHODS = {"post", "put", "patch", "delete"}
 def verifier_tables(code: str, tables: set[str]) -> set[str]:
     """Tables a verifier reads: named in its SQL or as a string of their own (e.g. a helper's argument)."""
     found = {m for m in _SQL_TABLE.findall(code) if m in tables}
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    tree = _parse(code)
+    if tree is None:
         return found
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -35,13 +35,23 @@ def verifier_tables(code: str, tables: set[str]) -> set[str]:
     return found
 
 
+def _parse(code: str) -> ast.Module | None:
+    """Parse generated code quietly (its invalid escape sequences are not our warnings to print)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(code)
+        except SyntaxError:
+            return None
+
+
 def uses_final_answer(code: str) -> bool:
     """Does the verifier read the agent's final answer (then it may pass without any write)?"""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    tree = _parse(code)
+    if tree is None:
         return True  # unknown: do not call the task blocked
-    return any(isinstance(n, ast.Name) and n.id == "final_answer" and isinstance(n.ctx, ast.Load)
+    return any((isinstance(n, ast.Name) and n.id == "final_answer" and isinstance(n.ctx, ast.Load))
+               or (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.args.kwarg is not None)
                for n in ast.walk(tree))
 
 
@@ -73,9 +83,8 @@ def _is_write_route(fn: ast.AST) -> bool:
 
 def static_writable_tables(env_code: str, facts: DbFacts) -> set[str]:
     """Tables a non-GET handler of `env_code` may write (see module docstring)."""
-    try:
-        tree = ast.parse(env_code)
-    except SyntaxError:
+    tree = _parse(env_code)
+    if tree is None:
         return set(facts.tables)
     classes = _orm_tables(tree)
     functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}

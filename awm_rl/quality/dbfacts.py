@@ -94,8 +94,13 @@ def read_facts(db_path: Path) -> DbFacts:
                     cols = tuple(r["name"] for r in conn.execute(f"PRAGMA index_info({_quote(idx['name'])})"))
                     if cols and all(cols):
                         unique.append(cols)
-            order = "CASE WHEN user_id = 1 THEN 0 ELSE 1 END, rowid" if "user_id" in columns else "rowid"
-            rows = [dict(r) for r in conn.execute(f"SELECT * FROM {_quote(name)} ORDER BY {order} LIMIT {MAX_ROWS}")]
+            first = "CASE WHEN user_id = 1 THEN 0 ELSE 1 END, " if "user_id" in columns else ""
+            try:
+                rows = [dict(r) for r in conn.execute(
+                    f"SELECT * FROM {_quote(name)} ORDER BY {first}rowid LIMIT {MAX_ROWS}")]
+            except sqlite3.OperationalError:  # a WITHOUT ROWID table: its primary key orders it
+                order = first + ", ".join(_quote(c) for c in pk) if pk else (first.rstrip(", ") or "1")
+                rows = [dict(r) for r in conn.execute(f"SELECT * FROM {_quote(name)} ORDER BY {order} LIMIT {MAX_ROWS}")]
             count = conn.execute(f"SELECT COUNT(*) FROM {_quote(name)}").fetchone()[0]
             tables[name] = Table(name, columns, {r["name"]: (r["type"] or "").upper() for r in info}, pk, fks,
                                  unique, rows, count, cascades)

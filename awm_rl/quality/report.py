@@ -71,7 +71,7 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
     if not server.is_file() or not initial.is_file():
         missing = [p.name for p in (server, initial) if not p.is_file()]
         return {**out, "error": f"cannot check: {', '.join(missing)} missing", "tools": {}, "tasks": [],
-                **_tool_summary({}), **{k: 0 for k in INELIGIBLE}}
+                **_tool_summary({}), **{k: 0 for k in INELIGIBLE}, "verifier_crash": 0, "eligible_tasks": 0}
     records = load_tasks(store, scenario) if (store.has(scenario, "tasks.json") or store.has(scenario, "verifiers.json")) else []
     entries = [v for r in records for v in r.verifiers]
     solutions = load_solutions(folder, entries)
