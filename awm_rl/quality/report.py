@@ -209,7 +209,7 @@ def stored_quality(store: ArtifactStore, scenario: str) -> dict[str, Any] | None
 def quality(store: ArtifactStore, scenarios: list[str] | None = None, *, reuse: bool = True,
             timeout_s: float = 60.0) -> dict[str, Any]:
     """`awm quality`: every (or the named) scenario's quality and the totals."""
-    names = scenarios or [s for s in store.list_scenarios() if store.has(s, "server.py")]
+    names = scenarios if scenarios is not None else [s for s in store.list_scenarios() if store.has(s, "server.py")]
     results = []
     for name in names:
         cached = stored_quality(store, name) if reuse else None
