@@ -75,8 +75,9 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
     records = load_tasks(store, scenario) if (store.has(scenario, "tasks.json") or store.has(scenario, "verifiers.json")) else []
     entries = [v for r in records for v in r.verifiers]
     solutions = load_solutions(folder, entries)
+    code = server.read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="awm-quality-") as tmp:
-        check = check_env_code(server.read_text(encoding="utf-8"), initial, timeout_s=timeout_s, probe=True,
+        check = check_env_code(code, initial, timeout_s=timeout_s, probe=True,
                                solutions={k: v.model_dump() for k, v in solutions.items()}, snapshot_dir=Path(tmp))
         probe = check.probe or {}
         out.update(_tool_summary(probe))
@@ -88,7 +89,7 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
             out["error"] = check.error or "the environment worker ended before the probe finished"
         facts = read_facts(initial)
         writable = close_over_side_effects(
-            static_writable_tables(server.read_text(encoding="utf-8"), facts)
+            static_writable_tables(code, facts)
             | {t for r in probe.values() for t in r["writes"]}, facts)
         out["tasks"] = _task_checks(store, scenario, records, initial, check.solutions or {}, facts, writable,
                                     verifier_timeout_s)

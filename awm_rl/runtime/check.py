@@ -64,11 +64,11 @@ def _tail(text: str, n: int = 2000) -> str:
 
 def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | None = None,
                    timeout_s: float = 30, memory_mb: int = 1024, probe: bool = False,
-                   solutions: dict[int, list[dict]] | None = None, snapshot_dir: Path | None = None) -> EnvCodeCheck:
+                   solutions: dict[int, dict] | None = None, snapshot_dir: Path | None = None) -> EnvCodeCheck:
     """Import `code` against a copy of `initial_db` in a limited worker; list tools; call a read tool.
 
     With `probe`, every tool is also called with grounded and edge inputs (`awm_rl.quality.probe`);
-    `solutions` (task_idx -> tool calls) are run each on a fresh instance, and each final database is
+    `solutions` (task_idx -> `ReferenceSolution` as a dict) are run each on a fresh instance, and each final database is
     written to `snapshot_dir` for the verifiers, which run elsewhere (`awm_rl.verification`).
     """
     lines = len(code.splitlines())
