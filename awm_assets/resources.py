@@ -10,20 +10,35 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from awm_resources.embedder import Embedder
-from awm_resources.llm import REPLAY_MODEL, LLMClient
+from awm_resources.llm import REPLAY_MODEL, LLMClient, stage_settings_from_env
 from awm_resources.store import ArtifactStore, default_home
 
 
+class StageLLMConfig(dg.Config):
+    """Overrides for one stage (unset fields inherit the resource's): e.g. a cheap model for `classify`,
+    a strong one with a large output limit for `env_code`."""
+
+    model: str | None = Field(default=None, description="litellm model string for this stage")
+    api_base: str | None = Field(default=None, description="API base for this stage's model")
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, description="output limit; default: the model's own (litellm)")
+    reasoning_effort: str | None = Field(default=None, description="minimal/low/medium/high; reasoning models only")
+
+
 class LLMResource(dg.ConfigurableResource):
-    """The synthesis LLM. `model` is a litellm model string; empty or `replay` answers from recordings."""
+    """The synthesis LLM. `model` is a litellm model string; empty or `replay` answers from recordings.
+    Parameters are adapted per model from litellm's model information (see `awm_resources.llm`)."""
 
     model: str = Field(default=REPLAY_MODEL, description="litellm model string, e.g. openai/gpt-5; 'replay' = offline recordings")
     api_base: str | None = Field(default=None, description="API base URL (vLLM / OpenAI-compatible servers)")
     api_key: str | None = Field(default=None, description="API key; pass as EnvVar")
-    temperature: float = 0.7
-    max_tokens: int = 16_000
-    timeout_s: float = 300.0
+    temperature: float | None = Field(default=0.7, description="sent only where the model accepts it (not to reasoning gpt-5/o-series)")
+    max_tokens: int | None = Field(default=None, description="output limit; default: the model's max output per litellm")
+    reasoning_effort: str | None = Field(default=None, description="minimal/low/medium/high; sent to reasoning models only (default: the provider's)")
+    stages: dict[str, StageLLMConfig] = Field(default_factory=dict, description="per-stage overrides, keyed by stage name (classify, env_code, ...)")
+    timeout_s: float = Field(default=900.0, description="per request; long environments take minutes to generate")
     transport_retries: int = 4
+    max_retry_after_s: float = Field(default=120.0, description="longest wait a 429's Retry-After can impose")
     cache: bool = Field(default=True, description="persistent response cache under $AWM_HOME")
     replay_dir: str | None = Field(default=None, description="folder of recorded answers (default: seeds/recordings)")
     record_dir: str | None = Field(default=None, description="write every real answer here in replay layout")
@@ -34,8 +49,9 @@ class LLMResource(dg.ConfigurableResource):
         if self._client is None:
             self._client = LLMClient(
                 self.model or REPLAY_MODEL, api_base=self.api_base or None, api_key=self.api_key or None,
-                temperature=self.temperature, max_tokens=self.max_tokens, timeout_s=self.timeout_s,
-                transport_retries=self.transport_retries,
+                temperature=self.temperature, max_tokens=self.max_tokens or None, timeout_s=self.timeout_s,
+                reasoning_effort=self.reasoning_effort or None, stages=dict(self.stages),
+                transport_retries=self.transport_retries, max_retry_after_s=self.max_retry_after_s,
                 cache_path=default_home() / "llm_cache.sqlite" if self.cache else None,
                 replay_dir=Path(self.replay_dir) if self.replay_dir else None,
                 record_dir=Path(self.record_dir) if self.record_dir else None)
@@ -108,7 +124,9 @@ def build_resources() -> dict:
     return {
         "llm": LLMResource(model=env_or("AWM_LLM_MODEL", "replay"), api_base=env_or("AWM_LLM_API_BASE"),
                            api_key=env_or("AWM_LLM_API_KEY"), replay_dir=env_or("AWM_REPLAY_DIR"),
-                           record_dir=env_or("AWM_RECORD_DIR")),
+                           record_dir=env_or("AWM_RECORD_DIR"), reasoning_effort=env_or("AWM_LLM_REASONING_EFFORT"),
+                           max_tokens=dg.EnvVar.int("AWM_LLM_MAX_TOKENS") if os.environ.get("AWM_LLM_MAX_TOKENS") else None,
+                           stages=stage_settings_from_env()),
         # The judge of rollouts is configured apart from the synthesis LLM (code mode needs none).
         "judge_llm": LLMResource(model=env_or("AWM_JUDGE_MODEL", "replay"), api_base=env_or("AWM_JUDGE_API_BASE"),
                                  api_key=env_or("AWM_JUDGE_API_KEY"), temperature=0.0),

@@ -7,10 +7,19 @@ self-correction attempt (a Dagster retry with the error in the next prompt).
 
 The `replay` model answers from recorded files `<replay_dir>/<scenario>/<stage>[.<item>].<attempt>.md`
 (the raw text an LLM answered), so the demo batch, tests and CI run offline and deterministically.
+
+Real models are adapted from litellm's own model information (`adapt_params`): temperature only where the
+model accepts it, `reasoning_effort` only for reasoning models, `max_completion_tokens` for OpenAI reasoning
+models, an output limit from litellm's max_output_tokens, a JSON-schema response format where supported.
+Each stage (`CallTag.stage`) may use its own model and settings (`StageSettings`). Every request carries
+`X-AWM-Call: <scenario>/<recording name>`, so proxies can log it and test servers can answer from recordings.
+A 429 waits as long as its Retry-After asks (bounded); a truncated answer raises `LLMTruncatedError`.
 """
 
 from __future__ import annotations
 
+import email.utils
+import functools
 import hashlib
 import json
 import logging
@@ -19,6 +28,8 @@ import re
 import sqlite3
 import threading
 import time
+import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,6 +72,7 @@ class LLMResponse(BaseModel):
     cached: bool = False
     latency_ms: float = 0.0
     tokens_estimated: bool = False
+    finish_reason: str | None = None  # the provider's, for real calls ("stop", "length", ...)
 
 
 class LLMError(Exception):
@@ -190,6 +202,130 @@ class ResponseCache:
             conn.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)", (key, response.model_dump_json(), time.time()))
 
 
+# -- provider adaptation ---------------------------------------------------------------------------
+CALL_HEADER = "X-AWM-Call"  # `<scenario>/<recording name>` on every real request: proxies log it, test servers replay by it
+# Providers whose reasoning models always reason (gpt-5, o-series): they take no temperature but 1 and want
+# `max_completion_tokens`. Elsewhere (Anthropic, Gemini...) reasoning is switched on by `reasoning_effort`.
+_ALWAYS_REASONING_PROVIDERS = frozenset({"openai", "azure"})
+# Providers that refuse a request without an output limit; used when litellm does not know the model's.
+_NEEDS_MAX_TOKENS = frozenset({"anthropic", "bedrock", "vertex_ai"})
+FALLBACK_MAX_OUTPUT_TOKENS = 32_768
+# Params `chat` adapts per model; any other keyword goes to litellm unchanged.
+_ADAPTED = ("temperature", "max_tokens", "max_completion_tokens", "reasoning_effort")
+
+
+def _litellm() -> Any:
+    """litellm, imported lazily (slow, unused offline) with every self-initiated fetch switched off:
+    the bundled cost map and Anthropic beta-header table instead of GitHub, no tokenizer downloads."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """What litellm's own model information says about a model string (no network)."""
+
+    model: str
+    provider: str
+    supported_params: frozenset[str]
+    reasoning: bool
+    response_schema: bool
+    max_output_tokens: int | None
+
+    @property
+    def always_reasons(self) -> bool:
+        return self.reasoning and self.provider in _ALWAYS_REASONING_PROVIDERS
+
+
+@functools.lru_cache(maxsize=256)
+def model_profile(model: str) -> ModelProfile:
+    litellm = _litellm()
+    try:
+        provider = litellm.get_llm_provider(model)[1]
+    except Exception:  # noqa: BLE001 - an unknown provider prefix fails later, in the call, with litellm's message
+        provider = model.split("/", 1)[0]
+
+    def ask(fn: Any) -> Any:
+        try:
+            return fn(model=model)
+        except Exception:  # noqa: BLE001 - litellm raises for models it has not mapped
+            return None
+
+    supported = ask(litellm.get_supported_openai_params) or ["temperature", "max_tokens"]
+    info = ask(litellm.get_model_info) or {}
+    max_out = info.get("max_output_tokens") or info.get("max_tokens")
+    return ModelProfile(model, provider, frozenset(supported), bool(ask(litellm.supports_reasoning)),
+                        bool(ask(litellm.supports_response_schema)), int(max_out) if max_out else None)
+
+
+def response_format_for(model_cls: type[BaseModel]) -> dict[str, Any]:
+    """An OpenAI-style JSON-schema response format from a pydantic model (litellm translates it per provider)."""
+    return {"type": "json_schema", "json_schema": {"name": model_cls.__name__[:64], "schema": model_cls.model_json_schema(),
+                                                   "strict": False}}
+
+
+def adapt_params(profile: ModelProfile, *, temperature: float | None, max_tokens: int | None,
+                 reasoning_effort: str | None, response_model: type[BaseModel] | None = None) -> dict[str, Any]:
+    """The sampling parameters this model accepts, from litellm's model information.
+
+    - temperature: omitted while the model reasons (gpt-5/o-series always; others when `reasoning_effort`
+      is set and not "none"): OpenAI rejects any value but 1 there, Anthropic's thinking requires 1.
+    - reasoning_effort: sent only to models litellm marks as reasoning models.
+    - output limit: `max_tokens` given, else litellm's max_output_tokens for the model (a 2,000-line
+      environment needs ~25k tokens, more with reasoning); `max_completion_tokens` for OpenAI reasoning
+      models, `max_tokens` elsewhere; unknown models get none (the server's own limit) unless the
+      provider requires one.
+    - response_format: a JSON schema from `response_model` where litellm says the model supports one.
+    """
+    out: dict[str, Any] = {}
+    effort = reasoning_effort if profile.reasoning else None
+    reasoning_on = profile.reasoning and (effort != "none" if profile.always_reasons else effort not in (None, "none"))
+    if temperature is not None and "temperature" in profile.supported_params and not reasoning_on:
+        out["temperature"] = temperature
+    limit = max_tokens or profile.max_output_tokens
+    if limit is None and profile.provider in _NEEDS_MAX_TOKENS:
+        limit = FALLBACK_MAX_OUTPUT_TOKENS
+    if limit:
+        out["max_completion_tokens" if profile.always_reasons else "max_tokens"] = int(limit)
+    if effort is not None and "reasoning_effort" in profile.supported_params:
+        out["reasoning_effort"] = effort
+    if response_model is not None and profile.response_schema and "response_format" in profile.supported_params:
+        out["response_format"] = response_format_for(response_model)
+    return out
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The wait a 429/503 asks for (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), if any.
+    litellm keeps the response headers on its exceptions as `litellm_response_headers` for every provider."""
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    try:
+        lower = {str(k).lower(): str(v) for k, v in dict(headers or {}).items()}
+    except (TypeError, ValueError):
+        return None
+    if "retry-after-ms" in lower:
+        try:
+            return max(0.0, float(lower["retry-after-ms"]) / 1000)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
 # -- client -----------------------------------------------------------------------------------------
 # Exception class names (litellm's, matched along the MRO) worth retrying with backoff: the request was
 # fine, the transport or the provider was not. Bad requests and authentication errors are not retried.
@@ -201,20 +337,97 @@ def _is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
 
+class LLMTruncatedError(LLMOutputError):
+    """The answer hit the output limit (finish_reason "length"); retryable: the stage's self-correction
+    runs again with this error in the next prompt. Carries the partial text."""
+
+
+@dataclass(frozen=True)
+class StageSettings:
+    """Per-stage overrides of the client's defaults (None inherits), chosen by `CallTag.stage`."""
+
+    model: str | None = None
+    api_base: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None
+
+    @classmethod
+    def coerce(cls, stage: str, value: StageSettings | Mapping[str, Any]) -> StageSettings:
+        if isinstance(value, StageSettings):
+            return value
+        if hasattr(value, "model_dump"):  # a pydantic / Dagster config object
+            value = value.model_dump()
+        unknown = set(value) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"LLM settings for stage {stage!r}: unknown keys {sorted(unknown)}; "
+                             f"allowed: {sorted(cls.__dataclass_fields__)}")
+        return cls(**{k: v for k, v in value.items() if v is not None and v != ""})
+
+
+_ENV_FIELDS = {"MODEL": ("model", str), "API_BASE": ("api_base", str), "TEMPERATURE": ("temperature", float),
+               "MAX_TOKENS": ("max_tokens", int), "REASONING_EFFORT": ("reasoning_effort", str)}
+
+
+def stage_settings_from_env(environ: Mapping[str, str] | None = None, prefix: str = "AWM_LLM_") -> dict[str, dict[str, Any]]:
+    """Per-stage settings from `<prefix><FIELD>_<STAGE>` variables, e.g. AWM_LLM_MODEL_CLASSIFY=openai/gpt-5-mini,
+    AWM_LLM_MAX_TOKENS_ENV_CODE=100000, AWM_LLM_REASONING_EFFORT_ENV_CODE=high (stage names lower-cased)."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in environ.items():
+        if not name.startswith(prefix) or not value:
+            continue
+        rest = name[len(prefix):]
+        for field_name in sorted(_ENV_FIELDS, key=len, reverse=True):
+            if rest.startswith(field_name + "_") and len(rest) > len(field_name) + 1:
+                key, cast = _ENV_FIELDS[field_name]
+                stage = rest[len(field_name) + 1:].lower()
+                try:
+                    out.setdefault(stage, {})[key] = cast(value)
+                except ValueError:
+                    raise ValueError(f"{name}={value!r}: expected {cast.__name__}") from None
+                break
+    return out
+
+
+@dataclass(frozen=True)
+class ResolvedCall:
+    model: str
+    api_base: str | None
+    api_key: str | None
+    temperature: float | None
+    max_tokens: int | None
+    reasoning_effort: str | None
+
+
 class LLMClient:
-    """One model, its cache and its ledger. Thread-safe; see the module docstring."""
+    """A default model with per-stage overrides, one cache and one ledger. Thread-safe; see the module docstring.
+
+    `max_tokens=None` uses the model's own output limit from litellm; `temperature=None` never sends one.
+    A truncated answer (finish_reason "length") raises `LLMTruncatedError` naming the call (not cached,
+    entered in the ledger: it was paid for); `truncation="return"` returns it with `finish_reason="length"`.
+    """
 
     def __init__(self, model: str = REPLAY_MODEL, *, api_base: str | None = None, api_key: str | None = None,
-                 temperature: float = 0.7, max_tokens: int = 16_000, timeout_s: float = 300.0,
-                 transport_retries: int = 4, backoff_s: float = 2.0, cache_path: Path | None = None,
+                 temperature: float | None = 0.7, max_tokens: int | None = None, timeout_s: float = 900.0,
+                 transport_retries: int = 4, backoff_s: float = 2.0, max_retry_after_s: float = 120.0,
+                 reasoning_effort: str | None = None,
+                 stages: Mapping[str, StageSettings | Mapping[str, Any]] | None = None,
+                 truncation: str = "raise", cache_path: Path | None = None,
                  replay_dir: Path | None = None, record_dir: Path | None = None):
         self.model = model or REPLAY_MODEL
         self.api_base, self.api_key = api_base, api_key
         self.temperature, self.max_tokens, self.timeout_s = temperature, max_tokens, timeout_s
-        self.transport_retries, self.backoff_s = transport_retries, backoff_s
+        self.reasoning_effort = reasoning_effort or None
+        self.transport_retries, self.backoff_s, self.max_retry_after_s = transport_retries, backoff_s, max_retry_after_s
+        self.stages = {stage: StageSettings.coerce(stage, s) for stage, s in (stages or {}).items()}
+        if truncation not in ("raise", "return"):
+            raise ValueError(f"truncation must be 'raise' or 'return', not {truncation!r}")
+        self.truncation = truncation
         self.replay_dir = Path(replay_dir or DEFAULT_REPLAY_DIR)
         self.record_dir = Path(record_dir) if record_dir else None
-        self.cache = ResponseCache(cache_path) if cache_path and not self.is_replay else None
+        real = not self.is_replay or any(s.model not in (None, REPLAY_MODEL) for s in self.stages.values())
+        self.cache = ResponseCache(cache_path) if cache_path and real else None
         self.ledger: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
@@ -222,34 +435,81 @@ class LLMClient:
     def is_replay(self) -> bool:
         return self.model == REPLAY_MODEL
 
-    def chat(self, messages: list[dict], *, tag: CallTag, **params: Any) -> LLMResponse:
-        """One completion; replayed, cached or paid for, and entered in the ledger."""
+    def model_for(self, stage: str) -> str:
+        own = self.stages.get(stage)
+        return (own.model if own else None) or self.model
+
+    def resolve(self, stage: str) -> ResolvedCall:
+        """The model and settings a call of `stage` uses. A stage on another provider than the default
+        model does not inherit the default api_base/api_key (they belong to that provider)."""
+        s = self.stages.get(stage) or StageSettings()
+        model = s.model or self.model
+        same_provider = s.model is None or _provider_prefix(model) == _provider_prefix(self.model)
+        pick = lambda own, default: own if own is not None else default  # noqa: E731
+        return ResolvedCall(model, s.api_base or (self.api_base if same_provider else None),
+                            self.api_key if same_provider else None, pick(s.temperature, self.temperature),
+                            pick(s.max_tokens, self.max_tokens), pick(s.reasoning_effort, self.reasoning_effort))
+
+    def call_params(self, stage: str, params: dict[str, Any] | None = None,
+                    response_model: type[BaseModel] | None = None) -> tuple[ResolvedCall, dict[str, Any]]:
+        """The wire parameters of a call (adapted to the stage's model) and what they were resolved from;
+        per-call `temperature` / `max_tokens` / `reasoning_effort` override the configured ones."""
+        params = dict(params or {})
+        cfg = self.resolve(stage)
+        temperature = params.pop("temperature", cfg.temperature)
+        limit = params.pop("max_completion_tokens", None) or params.pop("max_tokens", None) or cfg.max_tokens
+        params.pop("max_tokens", None)
+        effort = params.pop("reasoning_effort", cfg.reasoning_effort)
+        adapted = adapt_params(model_profile(cfg.model), temperature=temperature, max_tokens=limit,
+                               reasoning_effort=effort, response_model=response_model)
+        return cfg, {**adapted, **params}
+
+    def chat(self, messages: list[dict], *, tag: CallTag, response_model: type[BaseModel] | None = None,
+             truncation: str | None = None, **params: Any) -> LLMResponse:
+        """One completion; replayed, cached or paid for, and entered in the ledger.
+
+        `response_model` asks for structured output (a JSON schema) where the provider supports it; the
+        text is still parsed by the caller (`chat_json` does it), so the tolerant extractor covers the rest.
+        """
         started = time.perf_counter()
-        if self.is_replay:
+        model = self.model_for(tag.stage)
+        if model == REPLAY_MODEL:
             response = self._replay(messages, tag)
         else:
-            call_params = {"temperature": self.temperature, "max_tokens": self.max_tokens, **params}
-            key = ResponseCache.key(self.model, messages, call_params)
+            cfg, call_params = self.call_params(tag.stage, params, response_model)
+            key = ResponseCache.key(cfg.model, messages, call_params)
             cached = self.cache.get(key) if self.cache else None
             if cached is not None:
                 response = cached.model_copy(update={"cached": True, "cost_usd": 0.0})
             else:
-                response = self._complete(messages, call_params, tag)
-                if self.cache:
+                response = self._complete(cfg, messages, call_params, tag)
+                if response.finish_reason == "length" and (truncation or self.truncation) == "raise":
+                    self._enter(tag, response, started)
+                    raise LLMTruncatedError(
+                        f"the answer was cut off at the output limit (finish_reason 'length' after "
+                        f"{response.completion_tokens} completion tokens; sent {_limit_text(call_params)}) for "
+                        f"{tag.describe()}, model {cfg.model}. Retryable: the stage's next attempt gets this "
+                        f"error; if it recurs raise AWM_LLM_MAX_TOKENS or AWM_LLM_MAX_TOKENS_{tag.stage.upper()}",
+                        response.text)
+                if self.cache and response.finish_reason != "length":
                     self.cache.put(key, response)
             if self.record_dir:
                 path = self.record_dir / tag.scenario / tag.recording_name()
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(response.text, encoding="utf-8")
+        self._enter(tag, response, started)
+        return response
+
+    def _enter(self, tag: CallTag, response: LLMResponse, started: float) -> None:
         response.latency_ms = (time.perf_counter() - started) * 1000
         with self._lock:
             self.ledger.append({"stage": tag.stage, "scenario": tag.scenario, "item": tag.item, "attempt": tag.attempt,
                                 "prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens,
                                 "cost_usd": response.cost_usd, "cached": response.cached})
-        return response
 
     def chat_json(self, messages: list[dict], model_cls: type[T], *, tag: CallTag, **params: Any) -> tuple[T, LLMResponse]:
-        response = self.chat(messages, tag=tag, **params)
+        """`chat` with structured output where supported, parsed into `model_cls` (LLMOutputError if it does not fit)."""
+        response = self.chat(messages, tag=tag, response_model=model_cls, **params)
         return parse_model(response.text, model_cls), response
 
     def usage(self, *, stage: str | None = None, scenario: str | None = None) -> dict[str, Any]:
@@ -271,30 +531,48 @@ class LLMClient:
         return LLMResponse(text=text, model=REPLAY_MODEL, prompt_tokens=prompt_chars // 4,
                            completion_tokens=len(text) // 4, tokens_estimated=True)
 
-    def _complete(self, messages: list[dict], params: dict[str, Any], tag: CallTag) -> LLMResponse:
-        # Imported lazily (slow, unused offline); use the bundled price map instead of fetching one.
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
-
+    def _complete(self, cfg: ResolvedCall, messages: list[dict], params: dict[str, Any], tag: CallTag) -> LLMResponse:
+        """One litellm call with transport retries: exponential backoff, or the wait a 429's Retry-After
+        asks for (bounded by `max_retry_after_s`). litellm's own retries are off (num_retries=0)."""
+        litellm = _litellm()
+        params = dict(params)
+        headers = {**(params.pop("extra_headers", None) or {}),
+                   CALL_HEADER: urllib.parse.quote(f"{tag.scenario}/{tag.recording_name()}", safe="/._-")}
         attempt = 0
         while True:
             try:
-                raw = litellm.completion(model=self.model, messages=messages, api_base=self.api_base,
-                                         api_key=self.api_key, timeout=self.timeout_s, num_retries=0, **params)
+                raw = litellm.completion(model=cfg.model, messages=messages, api_base=cfg.api_base,
+                                         api_key=cfg.api_key, timeout=self.timeout_s, num_retries=0,
+                                         extra_headers=headers, **params)
                 break
             except Exception as exc:  # noqa: BLE001 - classified below
                 if not _is_transient(exc) or attempt >= self.transport_retries:
-                    raise LLMError(f"LLM call failed for {tag.describe()} after {attempt + 1} tries: "
-                                   f"{type(exc).__name__}: {exc}") from exc
-                wait = self.backoff_s * (2 ** attempt)
-                log.warning("transient LLM error (%s), retrying in %.1fs", type(exc).__name__, wait)
+                    raise LLMError(f"LLM call failed for {tag.describe()} (model {cfg.model}) after {attempt + 1} "
+                                   f"tries: {type(exc).__name__}: {exc}") from exc
+                asked = retry_after_s(exc)
+                wait = min(asked, self.max_retry_after_s) if asked is not None else self.backoff_s * (2 ** attempt)
+                log.warning("transient LLM error for %s (%s), retrying in %.2fs%s", tag.describe(), type(exc).__name__,
+                            wait, " as Retry-After asks" if asked is not None else "")
                 time.sleep(wait)
                 attempt += 1
-        text = raw.choices[0].message.content or ""
+        choice = raw.choices[0]
+        text = choice.message.content or ""
         usage = getattr(raw, "usage", None)
         try:
             cost = float(litellm.completion_cost(completion_response=raw) or 0.0)
         except Exception:  # noqa: BLE001 - unknown pricing for self-hosted models
             cost = 0.0
-        return LLMResponse(text=text, model=self.model, prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                           completion_tokens=getattr(usage, "completion_tokens", 0) or 0, cost_usd=cost)
+        return LLMResponse(text=text, model=cfg.model, prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                           completion_tokens=getattr(usage, "completion_tokens", 0) or 0, cost_usd=cost,
+                           finish_reason=getattr(choice, "finish_reason", None))
+
+
+def _provider_prefix(model: str) -> str:
+    return model.split("/", 1)[0] if "/" in model else model
+
+
+def _limit_text(params: dict[str, Any]) -> str:
+    for key in ("max_completion_tokens", "max_tokens"):
+        if key in params:
+            return f"{key}={params[key]}"
+    return "no output limit (the server's default)"

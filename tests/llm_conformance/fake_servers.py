@@ -1,0 +1,206 @@
+"""Loopback LLM servers for conformance tests: the OpenAI chat-completions and the Anthropic messages
+protocols over real HTTP, answering from the demo's recordings.
+
+The client names each call in the `X-AWM-Call: <scenario>/<recording name>` header, so the server
+serves exactly the recording the replay model would (`seeds/recordings/<scenario>/<stage>[.<item>].<attempt>.md`).
+Every request is kept (path, headers, JSON body) so tests assert on the parameters actually on the wire.
+Faults (status codes with headers, a slow answer, a truncated answer) are queued and consumed one per
+completion request, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from awm_resources.llm import extract_json
+
+CALL_HEADER = "x-awm-call"
+OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
+ANTHROPIC_PATHS = ("/v1/messages",)
+JSON_TOOL_NAME = "json_tool_call"  # litellm's RESPONSE_FORMAT_TOOL_NAME for Anthropic without native output
+
+
+@dataclass
+class Fault:
+    """One scripted misbehaviour: an HTTP error status (with headers), a delay before answering, or a cut answer."""
+
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    sleep_s: float = 0.0
+    truncate: bool = False
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: dict[str, Any]
+    at: float
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, *args: Any) -> None:  # keep pytest output clean
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        fake: FakeLLMServer = self.server.fake
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = {"_unparsed": raw.decode("utf-8", "replace")}
+        path = self.path.split("?", 1)[0]
+        protocol = "openai" if path in OPENAI_PATHS else "anthropic" if path in ANTHROPIC_PATHS else None
+        fake._record(Received(path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
+        if protocol is None:
+            return self._send(404, {"error": {"message": f"no such route {path}", "type": "not_found"}})
+        fault = fake._next_fault()
+        if fault and fault.sleep_s:
+            time.sleep(fault.sleep_s)
+        if fault and fault.status:
+            return self._send(fault.status, _error_body(protocol, fault.status), fault.headers)
+        call = unquote(self.headers.get(CALL_HEADER, ""))
+        text = fake.answer_for(call)
+        if text is None:
+            return self._send(404, _error_body(protocol, 404, f"no recording for call {call!r}"))
+        truncated = bool(fault and fault.truncate)
+        if truncated:
+            text = text[: max(1, len(text) // 2)]
+        answer = (_openai_answer if protocol == "openai" else _anthropic_answer)(body, text, truncated)
+        self._send(200, answer)
+
+    def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
+            pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    fake: FakeLLMServer
+
+
+class FakeLLMServer:
+    """Both protocols on one loopback port; see the module docstring."""
+
+    def __init__(self, recordings: Path, default_answer: str | None = None):
+        self.recordings = Path(recordings)
+        self.default_answer = default_answer
+        self.requests: list[Received] = []
+        self.faults: deque[Fault] = deque()
+        self._lock = threading.Lock()
+        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd.fake = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-llm", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeLLMServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self.faults.clear()
+
+    def answer_for(self, call: str) -> str | None:
+        if call:
+            path = (self.recordings / call).resolve()
+            if self.recordings.resolve() in path.parents and path.is_file():
+                return path.read_text(encoding="utf-8")
+        return self.default_answer
+
+    def _record(self, received: Received) -> None:
+        with self._lock:
+            self.requests.append(received)
+
+    def _next_fault(self) -> Fault | None:
+        with self._lock:
+            return self.faults.popleft() if self.faults else None
+
+
+# -- wire formats -----------------------------------------------------------------------------------
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+def _prompt_text(body: dict) -> str:
+    parts = [json.dumps(body.get("system", ""))] + [json.dumps(m.get("content", "")) for m in body.get("messages", [])]
+    return "".join(parts)
+
+
+def _structured(text: str) -> Any:
+    """What a provider in JSON-schema mode answers: the bare JSON, without the prose and fences."""
+    try:
+        return extract_json(text)
+    except ValueError:
+        return None
+
+
+def _openai_answer(body: dict, text: str, truncated: bool) -> dict:
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema" and not truncated:
+        data = _structured(text)
+        text = json.dumps(data) if data is not None else text
+    prompt = _tokens(_prompt_text(body))
+    completion = _tokens(text)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+        "model": body.get("model", "unknown"),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "length" if truncated else "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+def _anthropic_answer(body: dict, text: str, truncated: bool) -> dict:
+    content: list[dict]
+    forced = (body.get("tool_choice") or {}).get("name") == JSON_TOOL_NAME
+    data = _structured(text) if (forced or body.get("output_format")) and not truncated else None
+    if forced and isinstance(data, dict):
+        content = [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:12]}", "name": JSON_TOOL_NAME, "input": data}]
+    else:
+        content = [{"type": "text", "text": json.dumps(data) if data is not None else text}]
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant", "model": body.get("model", "unknown"),
+        "content": content, "stop_reason": "max_tokens" if truncated else ("tool_use" if forced and data else "end_turn"),
+        "stop_sequence": None,
+        "usage": {"input_tokens": _tokens(_prompt_text(body)), "output_tokens": _tokens(text)},
+    }
+
+
+def _error_body(protocol: str, status: int, message: str | None = None) -> dict:
+    kind = {429: "rate_limit_error", 500: "api_error", 503: "overloaded_error", 404: "not_found_error"}.get(status, "api_error")
+    message = message or f"scripted fault: HTTP {status}"
+    if protocol == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "code": str(status)}}
