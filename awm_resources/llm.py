@@ -337,9 +337,10 @@ def _is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
 
-class LLMTruncatedError(LLMOutputError):
-    """The answer hit the output limit (finish_reason "length"); retryable: the stage's self-correction
-    runs again with this error in the next prompt. Carries the partial text."""
+class LLMTruncatedError(LLMOutputError, LLMError):
+    """The answer hit the output limit (finish_reason "length"); carries the partial text. Retryable: a
+    synthesis stage records a failed attempt and self-corrects with this error in the next prompt. Also an
+    LLMError, so callers that only handle failed calls (the judge, the rollout policy) handle it too."""
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def test_truncated_answer_raises_a_retryable_error_naming_the_call(llm_server, m
     llm_server.faults.append(Fault(truncate=True))
     with pytest.raises(LLMTruncatedError) as err:
         client.chat(MESSAGES, tag=TAG)
-    assert isinstance(err.value, LLMOutputError)
+    assert isinstance(err.value, LLMOutputError) and isinstance(err.value, LLMError)
     msg = str(err.value)
     assert "cut off" in msg and "stage 'db_schema', scenario 'issue_tracker', attempt 2" in msg
     assert "=1000" in msg and "AWM_LLM_MAX_TOKENS_DB_SCHEMA" in msg
