@@ -80,6 +80,30 @@ def cmd_synth(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_repair(args) -> int:
+    import dagster as dg
+    from awm_resources.store import ArtifactStore
+
+    from awm_assets.instance import get_instance
+    from awm_assets.repair_job import repair_headless
+    from awm_assets.synthesis.repair import repair_table
+
+    store = ArtifactStore(args.home)
+    names = args.scenarios or [s for s in store.list_scenarios() if store.has(s, "server.py")]
+    unknown = [s for s in names if not store.has(s, "server.py")]
+    if unknown:
+        print(f"awm repair: no stored env code (server.py) for {unknown} in {store.root}", file=sys.stderr)
+        return 2
+    config = {"attempts": args.attempts, "phases": args.phases, "tasks": args.tasks or []}
+    instance = dg.DagsterInstance.ephemeral() if args.no_dagster else get_instance()
+    reports = repair_headless(names, config, instance)
+    done = [r for r in reports if "before" in r]
+    text = repair_table(done) if done else ""
+    text += "".join(f"\n{r['scenario']}: FAILED: {r['error']}" for r in reports if "before" not in r)
+    _print({"scenarios": reports}, args.json, text.strip() or "nothing to repair")
+    return 0 if all("before" in r and not r.get("error") for r in reports) else 1
+
+
 def _forward(module: str, func: str, argv: list[str]) -> int:
     import importlib
 
@@ -101,7 +125,7 @@ FORWARDED_PAIRS = {
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="awm", description="Agent World Model: synthesize, serve and train on tool-use environments.",
-                                epilog="Also: awm serve SCENARIO | awm quality [SCENARIO ...] | awm bench serve | awm bench quality | awm rollout | awm audit verifiers | "
+                                epilog="Also: awm serve SCENARIO | awm quality [SCENARIO ...] | awm repair [SCENARIO ...] | awm bench serve | awm bench quality | awm rollout | awm audit verifiers | "
                                        "awm train --config FILE (each has --help).")
     p.add_argument("--home", default=None, help="artifact store root (default $AWM_HOME or <project>/.awm_home)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -129,6 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true", help="re-synthesize the batch's existing scenarios too")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_synth)
+    s = sub.add_parser("repair", help="repair stored environments with the configured LLM (broken tools, verifiers, "
+                                      "missing reference solutions); runs the repair_environment job")
+    s.add_argument("scenarios", nargs="*", help="default: every stored scenario with env code")
+    s.add_argument("--attempts", type=int, default=3, help="LLM attempts per phase after the stored artifact")
+    s.add_argument("--phases", nargs="+", default=["env_code", "verifiers", "solutions"],
+                   choices=["env_code", "verifiers", "solutions"])
+    s.add_argument("--tasks", nargs="*", type=int, help="limit verifier and solution repair to these task indices")
+    s.add_argument("--no-dagster", action="store_true", help="run on an ephemeral Dagster instance (not shown in the UI)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_repair)
     for name in ("serve", "rollout", "train", "quality", "bench", "audit"):
         sub.add_parser(name, help=f"see `awm {name} --help`", add_help=False)
     return p

@@ -6,6 +6,7 @@ from awm_assets.catalog_asset import environment_catalog
 from awm_assets.evaluation import evaluation
 from awm_assets.jobs import catalog_job, generate_scenarios_job, synthesize_scenario_job
 from awm_assets.quality_assets import environment_quality, environment_quality_gate
+from awm_assets.repair_job import repair_environment
 from awm_assets.resources import build_resources
 from awm_assets.scenario_assets import scenario_generation
 from awm_assets.sensors import catalog_refresh_sensor, new_scenario_sensor, seed_batch_sensor
@@ -17,7 +18,7 @@ stage_assets = build_stage_assets()
 defs = dg.Definitions(
     assets=[scenario_generation, *stage_assets, environment_quality, environment_catalog, evaluation, grpo_training],
     asset_checks=[environment_quality_gate],
-    jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job, training_job],
+    jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job, repair_environment, training_job],
     schedules=[training_schedule],
     sensors=[seed_batch_sensor, new_scenario_sensor, catalog_refresh_sensor],
     resources=build_resources(),

@@ -118,3 +118,9 @@ class VerifierOutput(BaseModel):
     python_code: str = Field(min_length=20)
     # The tool calls that complete the task: run by the quality gate to prove the task solvable.
     reference_solution: ReferenceSolution | None = None
+
+
+class SolutionOutput(ReferenceSolution):
+    """A reference solution written on its own (`awm repair` of an imported environment)."""
+
+    reasoning: str = ""

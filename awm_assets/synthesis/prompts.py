@@ -168,6 +168,71 @@ Answer with JSON: {{"reasoning": str, "success_criteria": str, "failure_criteria
         corrections)
 
 
+def env_code_repair(name: str, description: str, schema_sql: str, code: str, problems: list[str],
+                    corrections: list[str] | None = None) -> list[dict[str, str]]:
+    """Repair of stored env code (`awm repair`): the tools that fail, and edits instead of a rewrite."""
+    listed = "\n".join(f"- {p}" for p in problems)
+    return _messages(
+        f"""Scenario: {name}
+{description}
+
+Schema:
+{schema_sql}
+
+This FastAPI environment serves tool-use agents, but when we called its tools with valid arguments
+taken from its own database, these failed with a server error:
+{listed}
+
+Fix the root causes with the smallest change. Keep every route, operation_id, parameter and response
+shape as it is; tools that work must keep working. Usual causes: strings written into DateTime columns
+(parse ISO 8601 strings into datetime before they reach the ORM), a new row that repeats an existing
+unique key (answer HTTPException 409 with a clear detail instead of crashing), a missing not-found check
+(404), a NOT NULL column never filled, an ORM object used after its session was closed.
+
+Answer with one or more edit blocks, each replacing lines that occur exactly once in the file:
+<<<<<<< SEARCH
+(lines copied exactly from the current file)
+=======
+(their replacement)
+>>>>>>> REPLACE
+
+Current file (server.py):
+```python
+{code}
+```""", corrections)
+
+
+def reference_solution(name: str, task_idx: int, task: str, tools: list[dict[str, Any]], verifier_code: str,
+                       database: str, corrections: list[str] | None = None) -> list[dict[str, str]]:
+    """A task's reference solution for an environment that came without one (`awm repair`)."""
+    tool_text = "\n".join(f"- {t['name']}: {(t.get('description') or '').strip()[:300]}\n  input schema: "
+                          f"{json.dumps(t.get('input_schema', {}), ensure_ascii=False)[:1500]}" for t in tools)
+    return _messages(
+        f"""Scenario: {name}
+
+Task {task_idx}: {task}
+
+Tools of the environment (the current user is id 1):
+{tool_text}
+
+Database before the agent acts:
+{database}
+
+The verifier that decides whether the task was done:
+```python
+{verifier_code}
+```
+
+Write the reference solution: the tool calls, in order, that a correct agent makes to complete the task
+from this state, with concrete JSON arguments that match each tool's input schema and values taken from
+the database (a row you create gets the next id after the largest existing id of its table), and the final
+answer the agent gives the user (it matters for tasks that ask for information). We execute the calls on a
+fresh copy of the environment and then run the verifier, which must say "complete".
+
+Answer with JSON: {{"reasoning": str, "calls": [{{"tool": str, "arguments": {{...}}}}], "final_answer": str | null}}""",
+        corrections)
+
+
 def error_summary(stage: str, error_text: str, artifact_excerpt: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"""We executed the output of the
 `{stage}` stage and it failed. Summarise, in 200 to 500 tokens, what failed (which statements, lines or

@@ -153,14 +153,19 @@ class EnvCodeStage:
     name, threshold = "env_code", 0.0
 
     def attempt(self, ctx: AttemptContext) -> AttemptResult:
-        from awm_rl.runtime.check import check_env_code
-
         name, desc = scenario_info(ctx)
         spec = ctx.store.read_json(ctx.scenario, "api_spec.json")
         expected = ApiSpec.model_validate(spec).operation_ids()
         text, sent, raw = _single_call(ctx, self.name, prompts.env_code(
             name, desc, schema_sql(load_schema(ctx)), spec, ctx.corrections()))
         code = extract_code(text)
+        return self.evaluate(ctx, code, expected, prompts=sent, responses=raw)
+
+    def evaluate(self, ctx: AttemptContext, code: str, expected: list[str], **fields: Any) -> AttemptResult:
+        """Execute `code` in the env-check worker with the tool probe; import errors, missing tools and
+        tools answering 5xx on valid input are the attempt's errors."""
+        from awm_rl.runtime.check import check_env_code
+
         check = check_env_code(code, ctx.store.path(ctx.scenario, "initial.db"), expected_tools=expected,
                                timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)), probe=True)
         errors: list[str] = []
@@ -182,8 +187,9 @@ class EnvCodeStage:
                                       "missing_tools": list(check.missing_tools),
                                       "import_ms": round(check.import_ms or 0, 1),
                                       "tools_server_error": len(broken), "tools_server_error_on_edge": len(edge),
-                                      "tools_probed_ok": sum(1 for t in probe.values() if t["status"] == "ok")},
-                             prompts=sent, responses=raw, excerpts={"_": code})
+                                      "tools_probed_ok": sum(1 for t in probe.values() if t["status"] == "ok"),
+                                      "tool_status": {n: t["status"] for n, t in probe.items()}},
+                             excerpts={"_": code}, **fields)
 
     def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
         ctx.store.write_text(ctx.scenario, "server.py", artifact["code"])
@@ -274,41 +280,52 @@ class VerifiersStage:
         """Run each new verifier's reference solution on the environment (quality gate, solvability): a
         solution that fails, or after which the code-mode verifier does not say complete, makes that
         task's verifier regenerate. Returns how many solutions were proven."""
-        from awm_rl.runtime.check import check_env_code
-        from awm_rl.verification import VerifierJob, run_verifiers
-
-        server = ctx.store.path(ctx.scenario, "server.py")
-        runnable = {e["task_idx"]: e for e in entries
+        runnable = {e["task_idx"]: (e["code"], e["reference_solution"]) for e in entries
                     if e.get("reference_solution") and "verify_task_completion" in e["functions"]}
-        if not runnable or not server.is_file():
-            return 0
-        with tempfile.TemporaryDirectory(prefix="awm-solutions-") as tmp:
-            check = check_env_code(server.read_text(encoding="utf-8"), ctx.store.path(ctx.scenario, "initial.db"),
-                                   timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)),
-                                   solutions={k: e["reference_solution"] for k, e in runnable.items()},
-                                   snapshot_dir=Path(tmp))
-            runs = check.solutions or {}
-            jobs = [VerifierJob(code=runnable[int(k)]["code"], initial_db=Path(r["initial_db"]), final_db=Path(r["final_db"]),
-                                final_answer=r.get("final_answer")) for k, r in runs.items()]
-            outcomes = run_verifiers(jobs, timeout_s=float(ctx.settings.get("verifier_timeout_s", 10)))
-        proven = 0
-        for (k, run), outcome in zip(runs.items(), outcomes):
-            failed = [c for c in run["calls"] if c["status"] >= 400]
-            if outcome.ok and outcome.verdict == "complete":
-                proven += 1
-                continue
-            calls = "; ".join(f"{c['tool']} -> HTTP {c['status']}: {str(c['error'])[:200]}" for c in failed[:3])
-            errors.setdefault(f"task_{k}", []).append(
-                f"after the reference solution ran on the environment, verify_task_completion says "
-                f"{outcome.verdict or outcome.error!r}, not 'complete'" + (f"; failed calls: {calls}" if calls else "")
-                + ": fix the verifier or the solution so that a correct agent passes")
-        if check.solutions is None:
-            errors.setdefault("_", []).append(f"reference solutions could not run: {check.error}")
-        return proven
+        failures, error = prove_solutions(ctx, runnable)
+        for idx, failure in failures.items():
+            if failure:
+                errors.setdefault(f"task_{idx}", []).append(
+                    failure + ": fix the verifier or the solution so that a correct agent passes")
+        if error:
+            errors.setdefault("_", []).append(f"reference solutions could not run: {error}")
+        return sum(1 for f in failures.values() if f is None)
 
     def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
         ctx.store.write_json(ctx.scenario, "verifiers.json", artifact)
         return {"verifiers": len(artifact["verifiers"])}
+
+
+def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str, Any]]]
+                    ) -> tuple[dict[int, str | None], str | None]:
+    """Run reference solutions (task_idx -> (verifier code, solution)) each on a fresh instance of the
+    stored environment, then the code-mode verifier on the database it left. Per task: None when the
+    verifier says complete, else what went wrong; and an error when the environment could not run."""
+    from awm_rl.runtime.check import check_env_code
+    from awm_rl.verification import VerifierJob, run_verifiers
+
+    server = ctx.store.path(ctx.scenario, "server.py")
+    if not runnable or not server.is_file():
+        return {}, None
+    with tempfile.TemporaryDirectory(prefix="awm-solutions-") as tmp:
+        check = check_env_code(server.read_text(encoding="utf-8"), ctx.store.path(ctx.scenario, "initial.db"),
+                               timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)),
+                               solutions={k: sol for k, (_, sol) in runnable.items()}, snapshot_dir=Path(tmp))
+        runs = check.solutions or {}
+        jobs = [VerifierJob(code=runnable[int(k)][0], initial_db=Path(r["initial_db"]), final_db=Path(r["final_db"]),
+                            final_answer=r.get("final_answer")) for k, r in runs.items()]
+        outcomes = run_verifiers(jobs, timeout_s=float(ctx.settings.get("verifier_timeout_s", 10)))
+    out: dict[int, str | None] = {}
+    for (k, run), outcome in zip(runs.items(), outcomes):
+        if outcome.ok and outcome.verdict == "complete":
+            out[int(k)] = None
+            continue
+        failed = [c for c in run["calls"] if c["status"] >= 400]
+        calls = "; ".join(f"{c['tool']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)[:200]}) -> HTTP "
+                          f"{c['status']}: {str(c['error'])[:200]}" for c in failed[:3])
+        out[int(k)] = (f"after the reference solution ran on the environment, verify_task_completion says "
+                       f"{outcome.verdict or outcome.error!r}, not 'complete'" + (f"; failed calls: {calls}" if calls else ""))
+    return out, (None if check.solutions is not None else check.error or "the environment worker ended early")
 
 
 def build_stage(name: str, settings: dict[str, Any]):

@@ -54,6 +54,7 @@ class ToolReport:
     writes: list[str] = field(default_factory=list)
     shadowed_by: str | None = None
     note: str | None = None
+    spec: dict[str, Any] = field(default_factory=dict)  # name, description, input_schema: what an agent sees
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,7 +154,8 @@ def probe_host(host: Any, facts: DbFacts, *, budget_s: float = 60.0) -> dict[str
     reports: dict[str, ToolReport] = {}
     until = time.monotonic() + budget_s
     for name, tool in host.tools.items():
-        report = reports[name] = ToolReport(name, tool.method, tool.path, shadowed_by=tool.shadowed_by)
+        report = reports[name] = ToolReport(name, tool.method, tool.path, shadowed_by=tool.shadowed_by,
+                                            spec=tool.spec())
         if time.monotonic() > until:
             report.note = f"probe budget of {budget_s:g}s spent before this tool"
             continue
