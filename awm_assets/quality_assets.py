@@ -9,13 +9,22 @@ import dagster as dg
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore, atomic_write_json
 
 from awm_assets.partitions import scenario_partitions
-from awm_assets.resources import StoreResource
+from awm_assets.resources import LLMResource, StoreResource
 
 QUALITY_SUMMARY_FILE = "quality_summary.json"
 
 
 def complete_scenarios(store: ArtifactStore) -> list[str]:
     return [k for k in store.list_scenarios() if set(STAGES) <= set(store.present_stages(k))]
+
+
+def gate_judge(judge_llm: LLMResource):
+    """The sql-mode rollout judge when a real judge model is configured (AWM_JUDGE_MODEL): reference
+    solutions must then also be judged Completed. Offline (replay) the code-mode verifier decides alone."""
+    from awm_resources.llm import REPLAY_MODEL
+    from awm_rl.reward.judge import Judge
+
+    return Judge("sql", llm=judge_llm.get_client()) if judge_llm.model not in ("", REPLAY_MODEL) else None
 
 
 def _tool_rows(result: dict) -> str:
@@ -39,12 +48,13 @@ def _task_rows(result: dict) -> str:
                 description="Every tool probed with database-grounded and edge inputs; every task checked (do-nothing "
                             "audit, write coverage, reference solution, determinism). Fails when a tool answers 5xx "
                             "on valid input or no task is eligible.")
-def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: StoreResource) -> dg.AssetCheckResult:
+def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: StoreResource,
+                             judge_llm: LLMResource) -> dg.AssetCheckResult:
     from awm_rl.quality.report import quality
 
     st = store.get_store()
     key = context.partition_key
-    result = quality(st, [key])["scenarios"][0]
+    result = quality(st, [key], judge=gate_judge(judge_llm))["scenarios"][0]
     passed = not result.get("error") and result["tools_server_error"] == 0 and result.get("eligible_tasks", 0) > 0
     description = (f"{result['tools_ok']}/{result['tools_total']} tools ok, {result['tools_server_error']} with 5xx on "
                    f"valid input; {result.get('eligible_tasks', 0)}/{len(result.get('tasks', []))} tasks eligible"
@@ -56,7 +66,7 @@ def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: Stor
                                                    "eligible_tasks", "vacuous", "blocked", "unsolvable", "crash",
                                                    "nondeterministic")},
                   "tools": dg.MetadataValue.md(_tool_rows(result)), "tasks": dg.MetadataValue.md(_task_rows(result)),
-                  "digest": result["digest"]})
+                  "digest": result["digest"], "judge": result.get("judge") or "code verifier only"})
 
 
 @dg.asset(
@@ -66,11 +76,12 @@ def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: Stor
     description="The quality gate over every complete scenario, summed in the paper's terms: share of environments "
                 "with bugs, bugs per environment, share of blocked tasks; per-task eligibility feeds the catalog.",
 )
-def environment_quality(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
+def environment_quality(context: dg.AssetExecutionContext, store: StoreResource,
+                        judge_llm: LLMResource) -> dg.MaterializeResult:
     from awm_rl.quality.report import quality
 
     st = store.get_store()
-    report = quality(st, complete_scenarios(st))
+    report = quality(st, complete_scenarios(st), judge=gate_judge(judge_llm))
     totals = report["totals"]
     atomic_write_json(st.root / QUALITY_SUMMARY_FILE, report)
     rows = ["| environment | tools | ok | 5xx valid | 5xx edge | client-errors-only | shadowed | eligible tasks | "

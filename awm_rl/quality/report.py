@@ -61,13 +61,15 @@ def _verdict(outcome) -> Any:
 
 
 def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 60.0,
-                     verifier_timeout_s: float = 10.0) -> dict[str, Any]:
-    """Probe and task checks of one stored scenario (see module docstring); also written to quality.json."""
+                     verifier_timeout_s: float = 10.0, judge: Any | None = None) -> dict[str, Any]:
+    """Probe and task checks of one stored scenario (see module docstring); also written to quality.json.
+    With an LLM `judge` (`awm_rl.reward.judge.Judge` in llm or sql mode), a task is proven solvable only
+    when the judge also classifies its reference solution's episode as Completed."""
     from awm_rl.runtime.check import check_env_code
 
     folder = store.scenario_dir(scenario)
     server, initial = folder / "server.py", folder / "initial.db"
-    out: dict[str, Any] = {"scenario": scenario, "digest": content_digest(store, scenario)}
+    out: dict[str, Any] = {"scenario": scenario, "digest": content_digest(store, scenario), "judge": _judge_label(judge)}
     if not server.is_file() or not initial.is_file():
         missing = [p.name for p in (server, initial) if not p.is_file()]
         return {**out, "error": f"cannot check: {', '.join(missing)} missing", "tools": {}, "tasks": [],
@@ -93,6 +95,8 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
             | {t for r in probe.values() for t in r["writes"]}, facts)
         out["tasks"] = _task_checks(store, scenario, records, initial, check.solutions or {}, facts, writable,
                                     verifier_timeout_s)
+        if judge is not None:
+            _judge_solutions(scenario, out["tasks"], records, check.solutions or {}, judge)
     for kind in INELIGIBLE:
         out[kind] = sum(1 for t in out["tasks"] if t["verdict"] == kind)
     out["verifier_crash"] = out["crash"]
@@ -155,6 +159,26 @@ def _task_checks(store: ArtifactStore, scenario: str, records, initial: Path, ru
     return tasks
 
 
+def _judge_label(judge: Any | None) -> str | None:
+    return f"{judge.mode}:{getattr(judge.llm, 'model', '')}" if judge is not None else None
+
+
+def _judge_solutions(scenario: str, tasks: list[dict[str, Any]], records, runs: dict[str, dict], judge) -> None:
+    """The rollout judge on each proven reference solution: anything but Completed makes the task unsolvable."""
+    from awm_rl.quality.solutions import solution_episode
+
+    by_idx = {r.task_idx: r for r in records}
+    proven = [t for t in tasks if t.get("solvable") == "yes" and str(t["task_idx"]) in runs]
+    items = [(solution_episode(scenario, t["task_idx"], by_idx[t["task_idx"]].task, runs[str(t["task_idx"])]),
+              by_idx[t["task_idx"]]) for t in proven]
+    for task, verdict in zip(proven, judge.judge_many(items) if items else []):
+        task["judge"] = verdict.classification
+        if verdict.classification != "Completed":
+            detail = f"the verifier says complete but the {judge.mode} judge says {verdict.classification}: " \
+                     f"{(verdict.reasons or verdict.judge_error or '')[:300]}"
+            task.update(solvable="no", solution_detail=detail, verdict="unsolvable", reason=detail, eligible=False)
+
+
 def _solvability(run: dict[str, Any], pairs: list) -> dict[str, Any]:
     """Did the reference solution run cleanly, and does the code-mode verifier call the result complete?"""
     failed = next(((i, c) for i, c in enumerate(run["calls"]) if c["status"] >= 500 or c["status"] == 404
@@ -198,23 +222,26 @@ def summarize_batch(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def stored_quality(store: ArtifactStore, scenario: str) -> dict[str, Any] | None:
-    """The stored result if it still matches the scenario's files (else None: run it again)."""
+def stored_quality(store: ArtifactStore, scenario: str, judge: Any | None = None) -> dict[str, Any] | None:
+    """The stored result if it still matches the scenario's files (else None: run it again); with a
+    judge, only a result that the same judge confirmed."""
     path = store.path(scenario, QUALITY_FILE)
     if not path.is_file():
         return None
     data = json.loads(path.read_text(encoding="utf-8"))
+    if judge is not None and data.get("judge") != _judge_label(judge):
+        return None
     return data if data.get("digest") == content_digest(store, scenario) else None
 
 
 def quality(store: ArtifactStore, scenarios: list[str] | None = None, *, reuse: bool = True,
-            timeout_s: float = 60.0) -> dict[str, Any]:
+            timeout_s: float = 60.0, judge: Any | None = None) -> dict[str, Any]:
     """`awm quality`: every (or the named) scenario's quality and the totals."""
     names = scenarios if scenarios is not None else [s for s in store.list_scenarios() if store.has(s, "server.py")]
     results = []
     for name in names:
-        cached = stored_quality(store, name) if reuse else None
-        results.append(cached or scenario_quality(store, name, timeout_s=timeout_s))
+        cached = stored_quality(store, name, judge) if reuse else None
+        results.append(cached or scenario_quality(store, name, timeout_s=timeout_s, judge=judge))
     return {"scenarios": results, "totals": summarize_batch(results)}
 
 

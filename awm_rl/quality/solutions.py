@@ -65,10 +65,25 @@ def run_solutions(host: Any, solutions: dict[str, Any], out_dir: Path) -> dict[s
             for call in sol.calls:
                 res = host.call_tool(iid, call.tool, call.arguments)
                 calls.append({"tool": call.tool, "arguments": call.arguments, "status": res.status,
-                              "error": None if res.ok else (res.detail or res.text[:300])})
+                              "error": None if res.ok else (res.detail or res.text[:300]), "text": res.text[:1500]})
             initial, final = host.snapshot(iid, out_dir)
             results[str(idx)] = {"calls": calls, "initial_db": str(initial), "final_db": str(final),
                                  "final_answer": sol.final_answer}
         finally:
             host.release(iid)
     return results
+
+
+def solution_episode(scenario: str, task_idx: int, task: str, run: dict[str, Any]) -> Any:
+    """A solution run as an `Episode`, so that the rollout judge can classify it like an agent's."""
+    from awm_rl.agent.episode import Episode, Step, ToolOutcome
+
+    steps = [Step(turn=i, response=f"call {c['tool']} with {json.dumps(c['arguments'], ensure_ascii=False)}",
+                  format={"ok": True, "action": "call_tool", "tool_name": c["tool"], "arguments": c["arguments"]},
+                  tool=ToolOutcome(ok=c["status"] < 400, status=c["status"], text=c.get("text") or c.get("error") or ""))
+             for i, c in enumerate(run["calls"])]
+    answer = run.get("final_answer")
+    steps.append(Step(turn=len(steps), response=answer or "The task is done.", format={"ok": True, "action": "final_answer"}))
+    return Episode(scenario=scenario, task_idx=task_idx, task=task, policy="reference_solution", window=None,
+                   max_turns=len(steps), steps=steps, termination="final_answer", final_answer=answer,
+                   initial_db=run["initial_db"], final_db=run["final_db"])
