@@ -80,7 +80,9 @@ def test_litellm_calls_are_cached_and_costed(tmp_path):
 
 
 def test_transport_errors_are_retried_then_reported(tmp_path):
-    import litellm
+    from awm_resources.llm import _litellm
+
+    litellm = _litellm()  # imported with the offline settings (no cost-map fetch)
 
     client = LLMClient("openai/gpt-4o-mini", api_key="sk-test", transport_retries=2, backoff_s=0.01)
     timeout = litellm.Timeout(message="upstream too slow", model="gpt-4o-mini", llm_provider="openai")
