@@ -77,9 +77,11 @@ def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.Asse
         retry_policy=dg.RetryPolicy(max_retries=retries),
         description=DESCRIPTIONS[stage],
         check_specs=[
-            dg.AssetCheckSpec(valid_check_name(stage), asset=stage, blocking=True,
+            # Partitioned like the asset, so that each scenario's page shows its own check results.
+            dg.AssetCheckSpec(valid_check_name(stage), asset=stage, blocking=True, partitions_def=scenario_partitions,
                               description="structural validity (blocks downstream stages)"),
-            dg.AssetCheckSpec(quality_check_name(stage), asset=stage, description="quality warnings"),
+            dg.AssetCheckSpec(quality_check_name(stage), asset=stage, partitions_def=scenario_partitions,
+                              description="quality warnings"),
         ],
     )
     def _stage_asset(context: dg.AssetExecutionContext, llm: LLMResource, store: StoreResource,

@@ -10,7 +10,7 @@ import dagster as dg
 import pytest
 
 from awm_assets.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
-from awm_resources.store import STAGES, ArtifactStore
+from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 
 from awm_assets.catalog_asset import environment_catalog
 from awm_assets.scenario_assets import scenario_generation
@@ -68,8 +68,11 @@ def test_every_demo_stage_materializes_with_checks_passing(demo):
     for key, result in demo["runs"].items():
         assert result.success, key
         assert store.present_stages(key) == list(STAGES)
-        for ev in result.get_asset_check_evaluations():
+        evaluations = result.get_asset_check_evaluations()
+        assert len(evaluations) == 2 * len(PIPELINE_STAGES)
+        for ev in evaluations:
             assert ev.passed, (key, ev.check_name, ev.description)
+            assert ev.partition == key  # partitioned checks: each scenario's page shows its own
     sizes = {k: (store.stage_status(k, "db_schema")["tables"], store.stage_status(k, "sample_data")["sample_rows"],
                  store.stage_status(k, "env_code")["tools"], store.stage_status(k, "env_code")["lines_of_code"])
              for k in DEMO_SCENARIOS}

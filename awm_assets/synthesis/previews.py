@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from typing import Any
 
 from awm_resources.store import ArtifactStore
@@ -51,34 +53,73 @@ def preview(store: ArtifactStore, key: str, stage: str) -> str:
     raise KeyError(stage)
 
 
-def attempt_history(history: list[dict[str, Any]]) -> str:
-    """Why each attempt failed and what the next prompt was told."""
-    lines = []
-    for rec in history:
-        verdict = "passed" if rec.get("passed") else "failed"
-        lines.append(f"### Attempt {rec['attempt']}: {verdict}, error rate {rec.get('error_rate', 0):.0%}")
-        for item, errs in (rec.get("errors") or {}).items():
-            label = "" if item == "_" else f" ({item})"
-            for e in errs[:5]:
-                lines.append(f"- error{label}: {_cut(e, 400)}")
-            if len(errs) > 5:
-                lines.append(f"- … {len(errs) - 5} more errors")
-        for item, summary in (rec.get("error_summaries") or {}).items():
-            label = "" if item == "_" else f" for {item}"
-            lines.append(f"\n**Error summary given to the next attempt{label}:**\n\n> {_cut(summary, 2500)}")
-        lines.append("")
+def fenced(text: Any, lang: str = "text", limit: int = 4000) -> str:
+    """`text` verbatim in a code block (so `<module>`, `__dict__` and tracebacks survive Markdown), cut to
+    `limit` characters with the cut said, the fence longer than any backtick run inside."""
+    text = str(text)
+    if len(text) > limit:
+        head, tail = text[: limit * 2 // 3], text[-(limit // 3):]
+        text = f"{head}\n[... {len(text) - len(head) - len(tail)} characters omitted ...]\n{tail}"
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text}\n{fence}"
+
+
+def _artifact_text(artifact: Any) -> str:
+    if isinstance(artifact, dict) and isinstance(artifact.get("code"), str):
+        return artifact["code"]
+    return json.dumps(artifact, indent=1, ensure_ascii=False, sort_keys=True)
+
+
+def artifact_diff(failed: Any, corrected: Any, max_lines: int = 150) -> str:
+    """Unified diff between a failed attempt's artifact and the one that passed (what the correction changed)."""
+    lines = list(difflib.unified_diff(_artifact_text(failed).splitlines(), _artifact_text(corrected).splitlines(),
+                                      "failed attempt", "corrected attempt", lineterm="", n=2))
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"[... {len(lines) - max_lines} more diff lines ...]"]
     return "\n".join(lines)
 
 
-def last_prompt(history: list[dict[str, Any]]) -> str:
-    """The user message of the last attempt (first item), i.e. what the LLM was told."""
+def attempt_history(history: list[dict[str, Any]]) -> str:
+    """Why each attempt failed and what the next prompt was told; for a corrected stage, the diff of the
+    last failed artifact against the accepted one."""
+    lines = []
+    for rec in history:
+        verdict = "passed" if rec.get("passed") else "failed"
+        origin = " (the stored artifact)" if rec.get("source") == "stored" else ""
+        lines.append(f"### Attempt {rec['attempt']}{origin}: {verdict}, error rate {rec.get('error_rate', 0):.0%}")
+        for item, errs in (rec.get("errors") or {}).items():
+            if not errs:
+                continue
+            label = "" if item == "_" else f" ({item})"
+            shown = "\n\n".join(str(e) for e in errs[:5])
+            more = f"\n\n[... {len(errs) - 5} more errors ...]" if len(errs) > 5 else ""
+            lines.append(f"**Errors{label}:**\n\n{fenced(shown + more, limit=3000)}")
+        for item, summary in (rec.get("error_summaries") or {}).items():
+            label = "" if item == "_" else f" for {item}"
+            lines.append(f"**Error summary given to the next attempt{label}:**\n\n{fenced(summary, limit=3000)}")
+        lines.append("")
+    passed = next((r for r in reversed(history) if r.get("passed") and r.get("artifact") is not None), None)
+    failed = next((r for r in reversed(history) if not r.get("passed") and r.get("artifact") is not None
+                   and passed is not None and r["attempt"] < passed["attempt"]), None)
+    if passed and failed:
+        diff = artifact_diff(failed["artifact"], passed["artifact"])
+        if diff:
+            lines.append(f"### What the correction changed (attempt {failed['attempt']} -> {passed['attempt']})\n\n"
+                         f"{fenced(diff, 'diff', limit=12000)}")
+    return "\n".join(lines)
+
+
+def last_prompt(history: list[dict[str, Any]], limit: int = 8000) -> str:
+    """The user message of the last attempt (first item), i.e. what the LLM was told; a cut is said."""
     prompts = history[-1].get("prompts") or {}
     if not prompts:
         return "(no LLM call in this attempt: all items were kept from the previous attempt)"
     item, messages = next(iter(prompts.items()))
     user = next((m["content"] for m in messages if m["role"] == "user"), "")
     label = "" if item == "_" else f" (item {item})"
-    return f"Prompt{label}:\n\n```text\n{user[-6000:]}\n```"
+    size = f"{len(user)} characters" + (f", shown cut to {limit}" if len(user) > limit else "")
+    return f"Prompt{label} ({size}):\n\n{fenced(user, limit=limit)}"
 
 
 def to_json(obj: Any) -> str:

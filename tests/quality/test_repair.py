@@ -130,7 +130,8 @@ def test_repair_of_corpus_date_handling_through_the_dagster_job(corpus_store):
     [mat] = [m.dagster_event.event_specific_data.materialization for m in mats]
     assert mat.asset_key == dg.AssetKey("env_code") and mat.partition == DOORDASH
     assert mat.metadata["source"].value == "repaired"
-    assert "Attempt 0: failed" in mat.metadata["attempt_history"].value
+    history = mat.metadata["attempt_history"].value
+    assert "Attempt 0 (the stored artifact): failed" in history and "+class DateTime(TypeDecorator):" in history
 
 
 def test_repair_without_an_answer_fails_clearly_and_changes_nothing(corpus_store, capsys):
