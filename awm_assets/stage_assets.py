@@ -116,7 +116,7 @@ def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.Asse
                                            "valid": valid.passed, "quality_ok": quality.passed,
                                            **{k: v for k, v in meta.items() if isinstance(v, (int, float, str, bool))}})
         return dg.MaterializeResult(
-            metadata=_metadata(st, key, stage, outcome, usage, client.model),
+            metadata=_metadata(st, key, stage, outcome, usage, client.model_for(stage)),
             check_results=[
                 dg.AssetCheckResult(check_name=valid_check_name(stage), passed=valid.passed,
                                     description=valid.description, metadata=valid.metadata),

@@ -125,10 +125,12 @@ class ChatModelPolicy:
             params["temperature"] = self.temperature
         tag = CallTag(stage=self.stage, scenario=request.scenario, item=f"t{request.task_idx}.turn{request.turn}")
         try:
-            response = self.client.chat(as_chat_api_messages(request.messages), tag=tag, **params)
+            # A turn cut at the limit is the agent's (the format check scores it), not a policy failure.
+            response = self.client.chat(as_chat_api_messages(request.messages), tag=tag, truncation="return", **params)
         except LLMError as exc:
             raise PolicyError(str(exc)) from exc
-        truncated = response.completion_tokens >= self.max_tokens and not response.tokens_estimated
+        truncated = response.finish_reason == "length" or (
+            response.finish_reason is None and response.completion_tokens >= self.max_tokens and not response.tokens_estimated)
         return PolicyOutput(
             text=response.text, finish_reason="length" if truncated else "stop",
             prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,

@@ -1,0 +1,43 @@
+"""The rollout policy over real HTTP: a turn cut at the generation limit is the agent's turn, marked
+"length" for the format check, not a policy failure; a server that keeps failing is a PolicyError."""
+
+from __future__ import annotations
+
+import pytest
+
+from awm_rl.agent.policies import ChatModelPolicy, PolicyError, PolicyRequest
+from tests.llm_conformance.fake_servers import Fault, FakeLLMServer
+
+ANSWER = "<think>I list the projects first.</think>\n<tool_call>\n{\"name\": \"list_projects\", \"arguments\": {}}\n</tool_call>"
+REQUEST = PolicyRequest(messages=[{"role": "user", "content": "How many projects do I own?"}], scenario="demo",
+                        task_idx=0, turn=0)
+
+
+@pytest.fixture()
+def server(tmp_path):
+    fake = FakeLLMServer(tmp_path, default_answer=ANSWER).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4.1", "hosted_vllm/Qwen/Qwen3-8B"])
+def test_a_cut_turn_is_returned_as_length(server, model):
+    from awm_resources.llm import LLMClient
+
+    policy = ChatModelPolicy(LLMClient(model, api_base=f"{server.url}/v1", api_key="sk-test", backoff_s=0.01),
+                             max_tokens=64)
+    assert policy.generate(REQUEST).finish_reason == "stop"
+    server.faults.append(Fault(truncate=True))
+    cut = policy.generate(REQUEST)
+    assert cut.finish_reason == "length" and cut.text
+    assert server.requests[-1].body.get("max_tokens") == 64
+
+
+def test_a_failing_server_is_a_policy_error(server):
+    from awm_resources.llm import LLMClient
+
+    policy = ChatModelPolicy(LLMClient("openai/gpt-4.1", api_base=f"{server.url}/v1", api_key="sk-test",
+                                       backoff_s=0.01, transport_retries=1))
+    server.faults.extend([Fault(status=500), Fault(status=500)])
+    with pytest.raises(PolicyError, match="after 2 tries"):
+        policy.generate(REQUEST)
