@@ -25,6 +25,7 @@ class Step(BaseModel):
 
     turn: int
     response: str
+    user_turn: int = Field(default=0, description="index of the user message this turn answers (multi-turn episodes)")
     finish_reason: str | None = None
     format: dict[str, Any] = Field(description="StepCheck as a dict: ok, action, rule, detail, tool_name, arguments")
     tool: ToolOutcome | None = None

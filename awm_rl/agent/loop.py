@@ -7,6 +7,14 @@ the episode (reward -1), a server-side failure stops it as an environment error 
 turn without a tool call is the final answer. The policy sees the system prompt, the task, the
 first list_tools exchange and the last `window` exchanges; the full conversation is recorded.
 At the end the instance's initial and final databases are snapshotted for the verifier.
+
+Multi-turn conversations (an external benchmark such as BFCL): an environment that also has
+`next_user_turn(handle)` is asked for the next user message whenever the policy gives its final
+answer; the episode ends when it returns None. A `UserTurn` may widen the tool set (tools added
+mid-conversation). With `format_error="next_user_turn"` a format error is answered with a tool
+message naming the rule and nothing is executed; the conversation moves on to the next user
+message, as BFCL's own harness does with an undecodable turn. An environment whose `snapshot`
+returns None has no databases to keep.
 """
 
 from __future__ import annotations
@@ -43,8 +51,16 @@ class EnvironmentPool(Protocol):
     def list_tools(self, handle: Any) -> list[dict[str, Any]]: ...
     def call_tool(self, handle: Any, name: str, arguments: dict[str, Any]) -> ToolResultLike: ...
     def reset(self, handle: Any) -> None: ...
-    def snapshot(self, handle: Any) -> tuple[Path, Path]: ...
+    def snapshot(self, handle: Any) -> tuple[Path, Path] | None: ...
     def release(self, handle: Any) -> None: ...
+
+
+@dataclass
+class UserTurn:
+    """The next user message of a multi-turn episode; `tools`: the whole tool list when it changed."""
+
+    content: str
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -66,6 +82,12 @@ class LoopConfig:
     # The two databases are copied here (one subfolder per episode) before the instance is
     # released, since the runtime deletes its snapshot on release. None: a temp folder.
     snapshot_dir: Path | None = None
+    # Multi-turn episodes: model turns allowed per user message (None: only max_turns bounds them),
+    # what a format error does ("stop": end the episode; "next_user_turn": tell the policy, go on
+    # with the next user message) and format rules not enforced (see FormatValidator.waived).
+    max_turns_per_user_turn: int | None = None
+    format_error: str = "stop"
+    waived_rules: frozenset[str] = frozenset()
 
 
 def is_environment_failure(result: ToolResultLike) -> bool:
@@ -100,7 +122,7 @@ def run_episode(pool: EnvironmentPool, policy: Policy, spec: EpisodeSpec, config
     episode.messages = [{"role": "system", "content": config.system_prompt},
                         {"role": "user", "content": spec.task}]
     validator = FormatValidator(max_argument_bytes=config.max_argument_bytes,
-                                max_response_chars=config.max_response_chars)
+                                max_response_chars=config.max_response_chars, waived=frozenset(config.waived_rules))
     try:
         handle = pool.acquire(spec.scenario)
     except Exception as exc:  # noqa: BLE001  the runtime's failure is an environment error
@@ -115,10 +137,15 @@ def run_episode(pool: EnvironmentPool, policy: Policy, spec: EpisodeSpec, config
             episode.termination = "environment_error"
             episode.termination_detail = f"the episode could not go on: {type(exc).__name__}: {exc}"
         try:
-            initial_db, final_db = pool.snapshot(handle)
+            snapshot = pool.snapshot(handle)
+            if snapshot is None:
+                raise _NoSnapshot
+            initial_db, final_db = snapshot
             folder = config.snapshot_dir or Path(tempfile.gettempdir()) / "awm-episodes"
             initial_db, final_db = _keep_snapshot(Path(initial_db), Path(final_db), folder, spec)
             episode.initial_db, episode.final_db = str(initial_db), str(final_db)
+        except _NoSnapshot:
+            pass
         except Exception as exc:  # noqa: BLE001
             if episode.termination in ("final_answer", "max_turns"):
                 episode.termination = "environment_error"
@@ -132,9 +159,38 @@ def run_episode(pool: EnvironmentPool, policy: Policy, spec: EpisodeSpec, config
     return episode
 
 
+class _NoSnapshot(Exception):
+    """The environment keeps no databases (snapshot returned None)."""
+
+
+def _next_user_turn(pool: EnvironmentPool, handle: Any) -> UserTurn | None:
+    follow = getattr(pool, "next_user_turn", None)
+    return follow(handle) if follow is not None else None
+
+
 def _turns(pool: EnvironmentPool, handle: Any, policy: Policy, spec: EpisodeSpec, config: LoopConfig,
            episode: Episode, validator: FormatValidator) -> None:
+    user_turn, turn_in_user_turn = 0, 0
+
+    def advance() -> bool:
+        """Append the next user message, if any (True), after a final answer or a skipped turn."""
+        nonlocal user_turn, turn_in_user_turn
+        follow = _next_user_turn(pool, handle)
+        if follow is None:
+            return False
+        user_turn, turn_in_user_turn = user_turn + 1, 0
+        episode.messages.append({"role": "user", "content": follow.content})
+        if follow.tools is not None and validator.tools is not None:
+            validator.record_tools(follow.tools)
+        return True
+
     for turn in range(config.max_turns):
+        if config.max_turns_per_user_turn is not None and turn_in_user_turn >= config.max_turns_per_user_turn:
+            episode.termination = "max_turns"
+            episode.termination_detail = (f"user turn {user_turn}: no final answer within "
+                                          f"{config.max_turns_per_user_turn} model turns")
+            return
+        turn_in_user_turn += 1
         request = PolicyRequest(messages=window_messages(episode.messages, config.window),
                                 scenario=spec.scenario, task_idx=spec.task_idx, turn=turn)
         t0 = time.perf_counter()
@@ -152,16 +208,24 @@ def _turns(pool: EnvironmentPool, handle: Any, policy: Policy, spec: EpisodeSpec
         check = validator.check(parsed, truncated=output.finish_reason == "length")
         step = Step(turn=turn, response=output.text, finish_reason=output.finish_reason, format=check.as_dict(),
                     prompt_tokens=output.prompt_tokens, completion_tokens=output.completion_tokens,
-                    cost_usd=output.cost_usd, latency_ms=output.latency_ms or latency)
+                    cost_usd=output.cost_usd, latency_ms=output.latency_ms or latency, user_turn=user_turn)
         episode.steps.append(step)
         episode.messages.append({"role": "assistant", "content": output.text})
+        if not check.ok and config.format_error == "next_user_turn":
+            episode.messages.append({"role": "tool", "content": f"Format error ({check.rule}): {check.detail}. "
+                                     "Nothing was executed; this request is over."})
+            if advance():
+                continue
         if not check.ok:
             episode.termination = "format_error"
             episode.format_rule = check.rule
             episode.termination_detail = f"turn {turn}: {check.rule}: {check.detail}"
             return
         if check.action == "final_answer":
-            episode.termination, episode.final_answer = "final_answer", check.final_answer
+            episode.final_answer = check.final_answer
+            if advance():
+                continue
+            episode.termination = "final_answer"
             return
         step.tool = _act(pool, handle, check.action, check.tool_name, check.arguments or {}, validator)
         episode.messages.append({"role": "tool", "content": _shown(step.tool.text, check.action)})

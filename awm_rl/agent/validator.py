@@ -63,6 +63,10 @@ class FormatValidator:
 
     max_argument_bytes: int = 8192
     max_response_chars: int = 24_000
+    # Rules not enforced in this episode (only `reasoning`, `no_successful_call` and
+    # `arguments_schema` can be waived: an external benchmark such as BFCL drops rules of our
+    # training protocol that its own harness does not have).
+    waived: frozenset[str] = frozenset()
     tools: dict[str, dict[str, Any]] | None = None  # name -> input_schema, after list_tools
     list_tools_calls: int = 0
     successful_calls: int = 0
@@ -91,7 +95,7 @@ class FormatValidator:
         return check
 
     def _check_content(self, parsed: ParsedResponse) -> StepCheck:
-        if not parsed.reasoning:
+        if not parsed.reasoning and "reasoning" not in self.waived:
             what = "is empty" if parsed.reasoning == "" else "is missing"
             return _fail("reasoning", f"the <think> reasoning {what}")
         if parsed.call_errors:
@@ -117,7 +121,7 @@ class FormatValidator:
         if self.tools is None:
             return _fail("list_tools_first", "final answer without any tool call; the first call must be list_tools",
                          "final_answer")
-        if self.successful_calls == 0:
+        if self.successful_calls == 0 and "no_successful_call" not in self.waived:
             return _fail("no_successful_call", "final answer without a successful call_tool after list_tools",
                          "final_answer")
         return StepCheck(ok=True, action="final_answer", final_answer=answer)
@@ -153,7 +157,7 @@ class FormatValidator:
                 return _fail("arguments_too_large", f"arguments for {name} are {size} bytes (limit {self.max_argument_bytes})", "call_tool")
         if not isinstance(args, dict):
             return _fail("arguments_json", f"arguments for {name} must be a JSON object, got {type(args).__name__}", "call_tool")
-        error = best_match(self._validator(name).iter_errors(args))
+        error = None if "arguments_schema" in self.waived else best_match(self._validator(name).iter_errors(args))
         if error is not None:
             where = "/".join(map(str, error.absolute_path)) or "<root>"
             return _fail("arguments_schema", f"arguments for {name} do not match its input schema at {where}: {error.message[:300]}",
