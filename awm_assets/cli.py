@@ -120,6 +120,7 @@ FORWARDED_PAIRS = {
     ("bench", "serve"): ("awm_rl.runtime.commands", "bench_serve_main"),
     ("bench", "quality"): ("awm_rl.quality.commands", "bench_quality_main"),
     ("audit", "verifiers"): ("awm_rl.commands_rollout", "audit_main"),
+    ("eval", "bfcl"): ("awm_rl.bfcl.commands", "main"),
 }
 
 

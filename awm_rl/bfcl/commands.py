@@ -1,0 +1,83 @@
+"""`awm eval bfcl`: run a policy over a BFCL category through our agent loop, scored by BFCL's checker."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from awm_rl.bfcl.data import MULTI_TURN_CATEGORIES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from awm_rl.bfcl.runner import POLICY_HELP
+
+    p = argparse.ArgumentParser(
+        prog="awm eval bfcl",
+        description="Evaluate a policy on BFCL (bfcl-eval's bundled data) through the AWM agent loop; every case is "
+                    "scored by BFCL's own multi-turn checker. Trajectories go to --out (one JSON per case).")
+    p.add_argument("--category", required=True, help=f"one of {', '.join(MULTI_TURN_CATEGORIES)}, or multi_turn (all four)")
+    p.add_argument("--policy", default="ground_truth", help=POLICY_HELP)
+    p.add_argument("--limit", type=int, default=None, help="first N cases of the category (default: all)")
+    p.add_argument("--ids", nargs="*", help="only these case ids (e.g. multi_turn_base_3)")
+    p.add_argument("--out", default=None, help="output folder (default $AWM_HOME/bfcl/<category>/<policy>-<time>)")
+    p.add_argument("--concurrency", type=int, default=4, help="cases run at once")
+    p.add_argument("--api-base", default=None, help="API base for chat:hosted_vllm/... policies")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (BFCL uses 0)")
+    p.add_argument("--max-new-tokens", type=int, default=2048)
+    p.add_argument("--max-steps-per-turn", type=int, default=None,
+                   help="model turns with calls allowed per user turn (default twice BFCL's MAXIMUM_STEP_LIMIT)")
+    p.add_argument("--json", action="store_true", help="print {category, policy, cases, accuracy, per_case} as JSON")
+    return p
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80] or "policy"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from awm_resources.store import default_home
+
+    from awm_rl.agent.policies import PolicyError
+    from awm_rl.bfcl.data import BFCLUnavailable
+    from awm_rl.bfcl.runner import BFCLPolicyError, evaluate_bfcl
+
+    categories = MULTI_TURN_CATEGORIES if args.category == "multi_turn" else [args.category]
+    if args.limit is not None and args.limit < 1:
+        print("awm eval bfcl: --limit must be at least 1", file=sys.stderr)
+        return 2
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    results = []
+    for category in categories:
+        out = Path(args.out) / category if args.out and len(categories) > 1 else Path(args.out) if args.out else \
+            default_home() / "bfcl" / category / f"{_slug(args.policy)}-{stamp}"
+        try:
+            # BFCL's backends and model libraries may print; stdout carries only our answer.
+            with contextlib.redirect_stdout(sys.stderr):
+                report = evaluate_bfcl(category, args.policy, out_dir=out, limit=args.limit, ids=args.ids,
+                                       concurrency=args.concurrency, max_steps_per_turn=args.max_steps_per_turn,
+                                       api_base=args.api_base, temperature=args.temperature,
+                                       max_new_tokens=args.max_new_tokens)
+        except (BFCLUnavailable, BFCLPolicyError, PolicyError) as exc:
+            print(f"awm eval bfcl: {exc}", file=sys.stderr)
+            return 2
+        results.append(report)
+    docs = [{"category": r.category, "policy": r.policy, "cases": r.cases, "accuracy": r.accuracy,
+             "per_case": r.per_case, "error_types": r.error_types, "out_dir": r.out_dir, "plot": r.plot,
+             "wall_s": r.wall_s} for r in results]
+    if args.json:
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, ensure_ascii=False))
+    else:
+        for r in results:
+            print(f"{r.category}: {r.policy} {r.accuracy:.1%} of {r.cases} case(s) in {r.wall_s:.1f}s "
+                  f"(failures: {r.error_types or 'none'}); trajectories in {r.out_dir}/cases")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
