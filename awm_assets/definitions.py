@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from awm_assets.bfcl_assets import bfcl_evaluation
 from awm_assets.catalog_asset import environment_catalog
 from awm_assets.evaluation import evaluation
 from awm_assets.jobs import catalog_job, generate_scenarios_job, synthesize_scenario_job
@@ -16,7 +17,8 @@ from awm_assets.training import grpo_training, training_job, training_schedule
 stage_assets = build_stage_assets()
 
 defs = dg.Definitions(
-    assets=[scenario_generation, *stage_assets, environment_quality, environment_catalog, evaluation, grpo_training],
+    assets=[scenario_generation, *stage_assets, environment_quality, environment_catalog, evaluation, grpo_training,
+            bfcl_evaluation],
     asset_checks=[environment_quality_gate],
     jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job, repair_environment, training_job],
     schedules=[training_schedule],
