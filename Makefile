@@ -20,6 +20,8 @@ $(BIN)/awm: pyproject.toml
 	# CPU build of torch first (on disk here); a GPU machine can `pip install -e '.[gpu]'` instead.
 	if [ -z "$$(command -v nvidia-smi)" ]; then $(BIN)/pip install -q torch==2.13.0; fi
 	$(BIN)/pip install -q -e '.[dev]'
+	# bfcl-eval (BFCL's data, backends and checker) WITHOUT its declared deps, which clash with this stack (see pyproject.toml).
+	$(BIN)/pip install -q --no-deps 'bfcl-eval==2026.3.23'
 	touch $(BIN)/awm
 
 install: $(BIN)/awm
