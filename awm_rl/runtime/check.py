@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from awm_rl.limits import untrusted_env
+from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandboxed_command
 
 # Interpreter start plus FastAPI/SQLAlchemy/pydantic imports on a busy 2-core machine.
 STARTUP_ALLOWANCE_S = 20.0
@@ -49,6 +50,8 @@ class EnvCodeCheck(BaseModel):
     probe: dict[str, dict] | None = Field(default=None, description="tool -> awm_rl.quality.probe.ToolReport as a dict")
     solutions: dict[str, dict] | None = Field(
         default=None, description="task_idx -> reference-solution run: calls with status, final database file")
+    isolation: str | None = Field(
+        default=None, description="OS isolation the check ran under: 'bubblewrap' or 'none: <reason>'")
 
 
 def _signal_name(code: int) -> str:
@@ -65,6 +68,15 @@ def _tail(text: str, n: int = 2000) -> str:
 def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | None = None,
                    timeout_s: float = 30, memory_mb: int = 1024, probe: bool = False,
                    solutions: dict[int, dict] | None = None, snapshot_dir: Path | None = None) -> EnvCodeCheck:
+    result = _check_env_code(code, initial_db, expected_tools=expected_tools, timeout_s=timeout_s,
+                             memory_mb=memory_mb, probe=probe, solutions=solutions, snapshot_dir=snapshot_dir)
+    result.isolation = isolation_level()
+    return result
+
+
+def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | None, timeout_s: float,
+                    memory_mb: int, probe: bool, solutions: dict[int, dict] | None,
+                    snapshot_dir: Path | None) -> EnvCodeCheck:
     """Import `code` against a copy of `initial_db` in a limited worker; list tools; call a read tool.
 
     With `probe`, every tool is also called with grounded and edge inputs (`awm_rl.quality.probe`);
@@ -81,15 +93,22 @@ def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | N
         shutil.copyfile(initial_db, work / "initial.db")
         if solutions and snapshot_dir is None:
             raise ValueError("solutions need a snapshot_dir for their final databases")
+        writable = [work]
+        if snapshot_dir is not None:
+            Path(snapshot_dir).mkdir(parents=True, exist_ok=True)
+            writable.append(Path(snapshot_dir).resolve())
         job = {"timeout_s": timeout_s, "memory_mb": memory_mb, "expected_tools": expected_tools, "probe": probe,
                "solutions": {str(k): v for k, v in (solutions or {}).items()},
                "snapshot_dir": str(Path(snapshot_dir).resolve()) if snapshot_dir else None}
         (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
-        env = untrusted_env(PYTHONDONTWRITEBYTECODE="1")
+        # In the sandbox (see awm_rl.runtime.sandbox): no network, its own PID namespace, a read-only
+        # system, writable only `work` and the snapshot folder, a clean environment, uid nobody.
+        argv, env = sandboxed_command([sys.executable, "-m", "awm_rl.runtime.check", str(work)], writable=writable,
+                                      env=untrusted_env(PYTHONDONTWRITEBYTECODE="1", HOME=str(work), TMPDIR="/tmp"),
+                                      cwd=work)
         started = time.monotonic()
         with open(work / "stderr.txt", "wb") as err, open(work / "stdout.txt", "wb") as out:
-            proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.check", str(work)],
-                                    stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=work, env=env,
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=work, env=env,
                                     start_new_session=True)
             try:
                 rc = proc.wait(timeout=timeout_s * (3 if probe or solutions else 1) + STARTUP_ALLOWANCE_S)
@@ -114,8 +133,9 @@ def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | N
         if timed_out:
             why = f"the check did not finish within {timeout_s + STARTUP_ALLOWANCE_S:.0f}s (killed after {elapsed:.0f}s); " \
                   "the code probably hangs at import or in its health check"
-        elif rc is not None and rc < 0:
-            why = f"the worker crashed with {_signal_name(rc)}" + (" (segmentation fault)" if rc == -signal.SIGSEGV else "")
+        elif returncode_signal(rc) is not None:
+            sig = returncode_signal(rc)
+            why = f"the worker crashed with {_signal_name(-sig)}" + (" (segmentation fault)" if sig == signal.SIGSEGV else "")
         else:
             why = f"the worker exited with status {rc} before reporting (the code may call os._exit, or ran out of memory)"
         if stderr.strip():

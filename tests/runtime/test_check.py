@@ -61,12 +61,15 @@ def test_bad_env_with_all_routes_imports(tmp_path):
     ("network", "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:9/', timeout=2)\n", {}, "may not use the network"),
     ("no_app", "x = 1\n", {}, "defines no FastAPI app"),
 ])
-def test_bad_code_is_reported(tmp_path, label, code, kw, expect):
-    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "awm-envcheck-*")))
+def test_bad_code_is_reported(tmp_path, monkeypatch, label, code, kw, expect):
+    # A private temporary folder: other checks may run concurrently (awm quality) and use /tmp.
+    private = tmp_path / "tempdir"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     r = check_env_code(code, _db(tmp_path), **kw)
     assert not r.ok
     assert expect in r.error, f"{label}: {r.error}"
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "awm-envcheck-*"))) <= before  # temp folder removed
+    assert glob.glob(os.path.join(private, "awm-envcheck-*")) == []  # temp folder removed
     json.dumps(r.model_dump())  # storable as metadata
 
 

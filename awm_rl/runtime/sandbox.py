@@ -1,0 +1,199 @@
+"""OS isolation for processes that run generated code: the bubblewrap (`bwrap`) command line.
+
+`sandboxed_command(argv, writable=[...], env={...})` wraps a worker's command line so that it runs
+
+- with no network (`--unshare-net`: an empty network namespace, loopback included),
+- in a new PID namespace (`--unshare-pid`: it sees and can signal only its own processes; its
+  `/proc` is the namespace's own, so no parent's `/proc/<pid>/environ`), killed with its parent
+  (`--die-with-parent`), in a new session (`--new-session`: no terminal injection),
+- on a read-only system made of an allow-list: the system directories (`/usr`, `/lib*`, `/bin`,
+  `/sbin`), a few harmless files of `/etc`, the Python installation and virtual environment, and
+  the project's own packages; nothing else of the host exists inside (no home directory, no
+  project `.env`, no `/run`, no Ray session folder),
+- with an empty `/tmp` (tmpfs) and only the given folders writable (its scratch, its databases),
+- with a clean environment (`--clearenv`, then only what the caller passes; `bwrap` itself is
+  started with a minimal environment, because its PID-1 helper's `/proc/1/environ` is readable inside),
+- as `nobody` (65534) in a new user namespace with no capabilities.
+
+Availability is detected once (bwrap is on PATH and a trivial sandboxed interpreter starts).
+`isolation_level()` says what is in force: "bubblewrap", or "none: <reason>" when bubblewrap is
+unavailable (a loud warning is logged once and callers fall back to their Python-level guards in
+`awm_rl.limits`, which stay on as defence in depth in both cases). `AWM_SANDBOX=off` turns it off
+on purpose (debugging). Callers report the level (check results, `awm bench serve`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+NOBODY = 65534
+BUBBLEWRAP = "bubblewrap"
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `apt-get install -y bubblewrap`; `make install` does it "
+                "when run as root)")
+# Packages of this project that sandboxed workers import (found through the installed finder, so an
+# editable install exposes these folders only, never the project root with its .env).
+_PROJECT_PACKAGES = ("awm_rl", "awm_resources")
+_SYSTEM_DIRS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
+# Harmless configuration the C library and Python read (no shadow, no credentials, no resolv.conf).
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "passwd", "group",
+              "nsswitch.conf", "hosts", "mime.types", "ssl/openssl.cnf", "ssl/certs", "ca-certificates",
+              "alternatives")
+# What bwrap itself is started with: its PID-1 helper keeps this environment and it is readable inside.
+_LAUNCH_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
+
+
+def _package_dir(name: str) -> Path | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]).resolve()
+
+
+def _python_dirs() -> list[Path]:
+    """The interpreter, its standard library and the (virtual) environment's site-packages."""
+    dirs = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix)}
+    dirs.add(Path(os.path.realpath(sys.executable)).parent.parent)
+    return sorted({d for d in dirs if d.is_dir()})
+
+
+def _under(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def _readonly_paths(extra: Iterable[Path] = ()) -> list[Path]:
+    roots: list[Path] = []
+    for path in [*_python_dirs(), *filter(None, map(_package_dir, _PROJECT_PACKAGES)), *map(Path, extra)]:
+        path = Path(path)
+        if path.exists() and not _under(path, roots):
+            roots = [r for r in roots if not _under(r, [path])] + [path]
+    return sorted(roots)
+
+
+def _base_args(*, user_ns: bool) -> list[str]:
+    args = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+            "--new-session", "--clearenv"]
+    if user_ns:
+        args += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+    else:
+        args += ["--cap-drop", "ALL"]
+    for d in _SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for name in _ETC_FILES:
+        p = Path("/etc") / name
+        if p.exists():
+            args += ["--ro-bind", str(p), str(p)]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    return args
+
+
+def build_command(argv: Sequence[str], *, writable: Iterable[Path] = (), readable: Iterable[Path] = (),
+                  env: Mapping[str, str] | None = None, cwd: Path | None = None, user_ns: bool = True,
+                  bwrap: str | None = None) -> list[str]:
+    """The bwrap command line for `argv` (no availability check; see `sandboxed_command`)."""
+    args = [bwrap or bwrap_path() or "bwrap", *_base_args(user_ns=user_ns)]
+    readable = list(readable)
+    for entry in (env or {}).get("PYTHONPATH", "").split(os.pathsep):
+        # A project root on PYTHONPATH is not exposed (its .env, its data): its packages are, below.
+        if entry and os.path.isdir(entry) and not any(
+                os.path.exists(os.path.join(entry, marker)) for marker in (".env", "pyproject.toml", ".git")):
+            readable.append(Path(entry).resolve())
+    for path in _readonly_paths(readable):
+        args += ["--ro-bind", str(path), str(path)]
+    for path in writable:
+        path = Path(path).resolve()
+        args += ["--bind", str(path), str(path)]
+    args += ["--remount-ro", "/"]  # the sandbox's own root (mount points, /root, /work...) is not writable either
+    for key, value in (env or {}).items():
+        args += ["--setenv", key, value]
+    if cwd is not None:
+        args += ["--chdir", str(Path(cwd).resolve())]
+    return [*args, "--", *argv]
+
+
+@functools.lru_cache(maxsize=1)
+def _detect() -> tuple[str, bool]:
+    """(level, user namespace usable); runs a trivial sandboxed interpreter once per process."""
+    if os.environ.get("AWM_SANDBOX", "").lower() in ("off", "0", "none", "false", "no"):
+        return "none: disabled by AWM_SANDBOX=off", False
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return f"none: bwrap not found ({INSTALL_HINT})", False
+    probe = [sys.executable, "-I", "-S", "-c", "import os, sys; sys.exit(0 if os.getuid() == %d else 3)" % NOBODY]
+    reasons = []
+    for user_ns in (True, False):
+        cmd = build_command(probe if user_ns else probe[:-1] + ["pass"], user_ns=user_ns, bwrap=bwrap)
+        try:
+            done = subprocess.run(cmd, env=_LAUNCH_ENV, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            reasons.append(f"{type(exc).__name__}: {exc}")
+            continue
+        if done.returncode == 0:
+            return (BUBBLEWRAP if user_ns else f"{BUBBLEWRAP} (no user namespace: {reasons[-1]})"), user_ns
+        reasons.append((done.stderr.strip() or f"exit status {done.returncode}")[:300])
+    return f"none: bwrap does not start here ({'; '.join(reasons)})", False
+
+
+_warned = False
+
+
+def isolation_level() -> str:
+    """"bubblewrap" (full isolation), "bubblewrap (no user namespace: ...)", or "none: <reason>"."""
+    global _warned
+    level, _ = _detect()
+    if level.startswith("none") and not _warned:
+        _warned = True
+        log.warning("!!! OS ISOLATION IS OFF (%s): generated code runs with Python-level guards only; "
+                    "it can read this machine's files and the network is only refused by an audit hook. %s",
+                    level, INSTALL_HINT)
+    return level
+
+
+def sandbox_available() -> bool:
+    return isolation_level().startswith(BUBBLEWRAP)
+
+
+def sandboxed_command(argv: Sequence[str], *, writable: Iterable[Path] = (), readable: Iterable[Path] = (),
+                      env: Mapping[str, str] | None = None, cwd: Path | None = None,
+                      ) -> tuple[list[str], dict[str, str]]:
+    """(command line, environment to start it with) for a worker running generated code.
+
+    With bubblewrap, `env` is set inside the sandbox only and the launcher gets a minimal environment;
+    without it (see `isolation_level()`), `argv` and `env` come back unchanged.
+    """
+    env = dict(env or {})
+    if not sandbox_available():
+        return list(argv), env
+    _, user_ns = _detect()
+    return build_command(argv, writable=writable, readable=readable, env=env, cwd=cwd, user_ns=user_ns), \
+        dict(_LAUNCH_ENV)
+
+
+def returncode_signal(rc: int | None) -> int | None:
+    """The signal that ended a sandboxed worker (bwrap exits with 128 + signal), else None."""
+    if rc is None:
+        return None
+    if rc < 0:
+        return -rc
+    if rc > 128 and sandbox_available():
+        return rc - 128
+    return None
