@@ -1,12 +1,19 @@
 """Sandbox worker for untrusted verifier code (stdlib only; started by awm_rl.verification).
 
-Runs as its own interpreter (`python -I -S this_file MEMORY_MB CPU_BUDGET_S`) with no project
-imports and a clean environment. It reads one JSON job per line from a private copy of stdin,
-runs the verifier under CPU/memory/file-size limits, an audit hook that refuses writes, process
-creation, network and foreign databases, and an import allow-list, and writes one JSON outcome
-per line to a private copy of stdout. Python-level guards can be escaped by determined code, so
-under root the worker also drops to `nobody` (file permissions then protect the project) and
-every job gets fresh database copies. Generated code can only hurt this process.
+Runs as its own interpreter (`python -I -S this_file MEMORY_MB CPU_BUDGET_S [own-pid-namespace]`),
+normally inside bubblewrap (`awm_rl.runtime.sandbox`: no network, read-only system, this file
+read-only, no writable folder, own PID namespace, uid nobody), with no project imports and a clean
+environment. It reads one JSON job per line from a private copy of stdin and writes one JSON
+outcome per line to a private copy of stdout.
+
+This process is a zygote: it never runs verifier code itself. Each job runs in a fresh child forked
+from it, under CPU/memory/file-size limits, an audit hook that refuses writes, process creation,
+network and foreign databases, and an import allow-list; the child reports through its own pipe and
+exits. Whatever a verifier patches (this module's functions, the audit hook's state, builtins)
+dies with its child, so no verifier can change another's verdict; after each job every other
+process the child left behind is killed before the next job starts. The zygote is not dumpable
+(no ptrace, no /proc/<pid>/mem or fd access from the children) and under root without a user
+namespace it drops to `nobody` (file permissions then protect the project).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import io
 import json
 import os
 import resource
+import select
 import signal
 import sys
 import time
@@ -322,12 +330,170 @@ def _drop_privileges() -> None:
     os.setgroups([])
     os.setgid(NOBODY)
     os.setuid(NOBODY)
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _load_prctl():
+    """libc's prctl, loaded before the drop to `nobody` (the standard library may be unreadable after)."""
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    for name in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
+        del sys.modules[name]  # not left lying around for verifier code
+    return prctl
+
+
+def _harden_zygote(prctl) -> None:
+    """Not dumpable: a child (same uid) cannot ptrace this process or open its /proc/<pid>/mem and
+    fds. Child subreaper: whatever a child leaves behind is re-parented here, to be killed."""
+    if prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 or prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError("prctl failed: the verifier worker cannot protect itself from its jobs")
+
+
+# Time the zygote gives a job beyond its own limit before killing the job's process (the parent waits longer).
+JOB_GRACE_S = 1.0
+_MAX_REPLY_BYTES = 4 * MAX_RESULT_BYTES + 2 * MAX_CAPTURED_OUTPUT + 65536
+
+
+def _run_in_child(request: dict, private_fds: list[int]) -> dict:
+    """Run one job in a fresh forked process; its outcome comes back through a pipe of its own.
+
+    The reply is length-prefixed and read until complete or until the child has exited: a process the
+    verifier forked may hold the pipe's write end open (no end of file), it cannot delay the reply.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns
+        status = 0
+        try:
+            os.close(read_fd)
+            for fd in private_fds:
+                os.close(fd)  # the protocol to the parent is the zygote's alone
+            resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+            data = json.dumps(_run_job(request), ensure_ascii=False).encode("utf-8")
+            view = memoryview(len(data).to_bytes(8, "big") + data)
+            while view:
+                view = view[os.write(write_fd, view):]
+        except BaseException:  # noqa: BLE001
+            status = 70
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+    timeout_s = float(request["timeout_s"])
+    deadline = time.monotonic() + timeout_s + JOB_GRACE_S
+    buffer = bytearray()
+    expected: int | None = None
+    status: int | None = None
+    over = None  # "time" or "size"
+    try:
+        while True:
+            if expected is None and len(buffer) >= 8:
+                expected = int.from_bytes(buffer[:8], "big")
+                if expected > _MAX_REPLY_BYTES:
+                    over = "size"
+                    break
+            if expected is not None and len(buffer) >= 8 + expected:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                over = "time"
+                break
+            exited = status is not None
+            ready, _, _ = select.select([read_fd], [], [], 0 if exited else min(remaining, 0.05))
+            if ready:
+                chunk = os.read(read_fd, 65536)
+                if chunk:
+                    buffer += chunk
+                    continue
+                break  # end of file
+            if exited:
+                break  # the child is gone and nothing more is buffered
+            done, wait_status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = wait_status
+    finally:
+        os.close(read_fd)
+    if status is None:
+        if over or expected is None or len(buffer) < 8 + expected:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _, status = os.waitpid(pid, 0)
+    if over == "time":
+        return {"error_kind": "timeout",
+                "error": f"verifier exceeded its time limit of {timeout_s:g}s (its process was killed)"}
+    if over == "size":
+        return {"error_kind": "bad_return", "error": f"verifier reply passed {_MAX_REPLY_BYTES} bytes"}
+    if expected is not None and len(buffer) >= 8 + expected:
+        try:
+            return json.loads(bytes(buffer[8:8 + expected]).decode("utf-8"))
+        except ValueError:
+            pass
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig in (signal.SIGXCPU, signal.SIGKILL):
+            return {"error_kind": "timeout", "error": f"verifier process ended by signal {sig} (CPU time limit)"}
+        return {"error_kind": "crash", "error": f"verifier process crashed with signal {sig}"}
+    return {"error_kind": "crash",
+            "error": f"verifier process exited with status {os.waitstatus_to_exitcode(status)} without a result"}
+
+
+def _sweep(own_pid_namespace: bool) -> bool:
+    """Kill every process a job left behind; True when none is left."""
+    for _ in range(100):
+        if own_pid_namespace:
+            try:
+                os.kill(-1, signal.SIGKILL)  # in our own PID namespace: everything but init and us
+            except ProcessLookupError:
+                pass
+        else:
+            for child in _children():
+                try:
+                    os.kill(child, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        if not (_others() if own_pid_namespace else _children()):
+            return True
+        time.sleep(0.001)
+    return False
+
+
+def _pids() -> list[int]:
+    return [int(n) for n in os.listdir("/proc") if n.isdigit()]
+
+
+def _others() -> list[int]:
+    me = os.getpid()
+    return [p for p in _pids() if p not in (1, me)]
+
+
+def _children() -> list[int]:
+    me = str(os.getpid())
+    out = []
+    for pid in _pids():
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1].decode() == me:
+            out.append(pid)
+    return out
 
 
 def main() -> None:
     memory_mb = int(sys.argv[1])
     cpu_budget_s = int(sys.argv[2])
+    own_pid_namespace = len(sys.argv) > 3 and sys.argv[3] == "own-pid-namespace"
     protocol_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
     protocol_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -340,19 +506,27 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_budget_s, cpu_budget_s))
+    prctl = _load_prctl()
     _drop_privileges()
+    _harden_zygote(prctl)
     sys.setrecursionlimit(2000)
     sys.addaudithook(_audit)
+    gc.collect()
+    gc.freeze()  # forked jobs share these pages; a collection in a job must not touch (copy) them
     protocol_out.write(json.dumps({"ready": True}) + "\n")
     protocol_out.flush()
+    private_fds = [protocol_in.fileno(), protocol_out.fileno()]
     for line in protocol_in:
         if not line.strip():
             continue
         request = json.loads(line)
-        outcome = _run_job(request)
+        outcome = _run_in_child(request, private_fds)
+        clean = _sweep(own_pid_namespace)
         outcome["id"] = request["id"]
         protocol_out.write(json.dumps(outcome, ensure_ascii=False) + "\n")
         protocol_out.flush()
+        if not clean:
+            sys.exit(75)  # processes left behind that would not die: the parent starts a fresh worker
 
 
 if __name__ == "__main__":

@@ -3,14 +3,18 @@
 A verifier is generated code: `verify_task(initial_db_path, final_db_path) -> dict` (sql mode,
 evidence for the judge) or `verify_task_completion(initial_db_path, final_db_path,
 final_answer=None) -> {"result": "complete" | "others"}` (code mode). It runs in a fresh
-interpreter (`awm_rl/_verifier_worker.py`, stdlib only, clean environment) with RLIMIT_CPU,
-RLIMIT_AS and RLIMIT_FSIZE=0, a wall-clock timeout enforced from here, an import allow-list, an
-audit hook refusing writes, processes, network and other databases, on private read-only copies
-of the two databases made for each verifier; under root the worker runs as `nobody`. Errors
-come back as a `VerifierOutcome`, never raised.
+interpreter (`awm_rl/_verifier_worker.py`, stdlib only, clean environment) inside bubblewrap
+(`awm_rl.runtime.sandbox`: no network, own PID namespace, read-only system and worker code, nothing
+writable, uid nobody; Python-level guards only when bubblewrap is unavailable, see
+`isolation_level()`), with RLIMIT_CPU, RLIMIT_AS and RLIMIT_FSIZE=0, a wall-clock timeout enforced
+from here, an import allow-list, an audit hook refusing writes, processes, network and other
+databases, on private read-only copies of the two databases made for each verifier. Errors come
+back as a `VerifierOutcome`, never raised.
 
-`run_verifiers` amortises the interpreter start: one worker runs many verifiers in sequence,
-each still time-limited; a worker that hangs, dies or misbehaves is replaced.
+`run_verifiers` amortises the interpreter start: one sandboxed worker per call (a batch), which
+forks a fresh process for every verifier (about a millisecond), so nothing a verifier does to its
+process (patching the worker, switching a guard off, leaving a process behind) reaches the next
+verifier's verdict; a worker that hangs, dies or misbehaves is replaced.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandbox_available, sandboxed_command
+
 # The import allow-list lives in the worker script (ALLOWED_IMPORTS there): it runs stdlib-only.
 WORKER_SCRIPT = Path(__file__).with_name("_verifier_worker.py")
 VerifierFunction = Literal["verify_task_completion", "verify_task"]
@@ -43,7 +49,7 @@ ErrorKind = Literal[
 # Error kinds after which a worker is replaced rather than reused.
 _TAINTING = {"timeout", "memory", "forbidden_operation", "sandbox_error"}
 _START_TIMEOUT_S = 20.0
-_GRACE_S = 2.0
+_GRACE_S = 3.0  # beyond the worker's own per-job kill (timeout + 1 s there)
 
 
 class VerifierJob(BaseModel):
@@ -72,6 +78,7 @@ class VerifierOutcome(BaseModel):
     error_kind: ErrorKind | None = None
     elapsed_ms: float = 0.0
     output: str | None = Field(default=None, description="what the verifier printed (tail)")
+    isolation: str | None = Field(default=None, description="OS isolation the verifier ran under")
 
 
 def run_verifier(
@@ -142,6 +149,7 @@ class VerifierSandbox:
         self._counter = 0
         self._copy_seq = 0
         self.workers_started = 0
+        self.isolation = isolation_level()
 
     def __enter__(self) -> VerifierSandbox:
         return self
@@ -175,7 +183,9 @@ class VerifierSandbox:
             reply["elapsed_ms"] = (time.perf_counter() - start) * 1000.0
         if reply.get("error_kind") in _TAINTING:
             self._stop_worker()
-        return _to_outcome(job.function, reply)
+        outcome = _to_outcome(job.function, reply)
+        outcome.isolation = self.isolation
+        return outcome
 
     def _exchange(self, job: VerifierJob, initial_copy: Path, final_copy: Path) -> dict:
         try:
@@ -224,8 +234,9 @@ class VerifierSandbox:
         code = proc.wait(timeout=5) if proc is not None else None
         self._proc = None
         stderr = "".join(self._stderr_tail).strip()[-800:]
-        if code is not None and code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL):
-            return {"error_kind": "timeout", "error": f"{what}: CPU time limit reached (signal {-code})"}
+        sig = returncode_signal(code)
+        if sig in (signal.SIGXCPU, signal.SIGKILL):
+            return {"error_kind": "timeout", "error": f"{what}: CPU time limit reached (signal {sig})"}
         kind = "memory" if "MemoryError" in stderr else "crash"
         return {"error_kind": kind, "error": f"{what} (exit code {code}); stderr: {stderr or '(empty)'}"}
 
@@ -236,10 +247,17 @@ class VerifierSandbox:
             return self._proc
         self._proc = None
         self._stderr_tail.clear()
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
-        cpu_budget = 1_000_000  # the per-job soft limit is what counts; the worker is replaced on timeout
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
+               "HOME": "/tmp"}
+        cpu_budget = 1_000_000  # the per-job soft limit (in each job's process) is what counts
+        argv = [sys.executable, "-I", "-S", str(WORKER_SCRIPT), str(self.memory_mb), str(cpu_budget)]
+        if sandbox_available():
+            argv.append("own-pid-namespace")
+        # The scratch folder (database copies) is read-only inside; the worker's code is too.
+        argv, env = sandboxed_command(argv, readable=[self._scratch, WORKER_SCRIPT.parent], env=env,
+                                      cwd=self._scratch)
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(WORKER_SCRIPT), str(self.memory_mb), str(cpu_budget)],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
