@@ -12,7 +12,7 @@ export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 PORT ?= 3000
 
-.PHONY: install demo synth ui test clean
+.PHONY: install bwrap demo synth ui test clean
 
 $(BIN)/awm: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,20 @@ $(BIN)/awm: pyproject.toml
 	$(BIN)/pip install -q --no-deps 'bfcl-eval==2026.3.23'
 	touch $(BIN)/awm
 
-install: $(BIN)/awm
+install: $(BIN)/awm bwrap
+
+# OS isolation for generated code (awm_rl/runtime/sandbox.py): bubblewrap, installed when missing and root.
+bwrap:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing bubblewrap (OS isolation for generated code)"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; } || \
+	      echo "!!! WARNING: could not install bubblewrap: generated code runs WITHOUT OS isolation (Python guards only); tests/faults will fail" >&2; \
+	  else \
+	    echo "!!! WARNING: bubblewrap (bwrap) is missing and cannot be installed here (not root, or no apt-get): generated code runs WITHOUT OS isolation; install the bubblewrap package" >&2; \
+	  fi; }
 
 synth: install
 	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
