@@ -3,14 +3,13 @@ awm_rl.evaluation). Needs the `store` and `judge_llm` resources (the judge LLM i
 apart from the synthesis LLM; `replay`/code mode works offline). No `from __future__ import
 annotations` here: Dagster resolves the config and resource annotations at definition time."""
 
-import base64
 import time
-from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
 from awm_assets.resources import LLMResource, StoreResource
+from awm_assets.ui_tables import asset_link, bucket_order, records_table
 
 
 class EvaluationConfig(dg.Config):
@@ -49,9 +48,9 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
                           concurrency=config.concurrency)
     context.log.info(f"{report.episodes} episodes, pass rate {report.pass_rate:.1%}")
     env_rows = ["| environment | episodes | pass rate | format errors | env errors | mean turns |", "|---|---|---|---|---|---|"]
-    env_rows += [f"| {k} | {v['episodes']} | {v['pass_rate']:.0%} | {v['format_error_rate']:.0%} | "
+    env_rows += [f"| {asset_link('verifiers', k)} | {v['episodes']} | {v['pass_rate']:.0%} | {v['format_error_rate']:.0%} | "
                  f"{v['environment_error_rate']:.0%} | {v['mean_turns']} |" for k, v in report.per_environment.items()]
-    image = base64.b64encode(Path(report.plot).read_bytes()).decode() if report.plot else ""
+    buckets = [{"tool calls required": name, **report.per_bucket[name]} for name in sorted(report.per_bucket, key=bucket_order)]
     return dg.MaterializeResult(metadata={
         "policy": policy.name, "judge_mode": config.judge_mode, "episodes": report.episodes,
         "pass_rate": report.pass_rate, "mean_reward": report.mean_reward,
@@ -59,7 +58,9 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
         "mean_turns": report.mean_turns, "judge_cost_usd": report.judge_cost_usd, "wall_s": report.wall_s,
         "excluded_tasks": sum(len(v) for v in report.excluded_tasks.values()),
         "per_environment": dg.MetadataValue.md("\n".join(env_rows)),
-        "per_bucket": dg.MetadataValue.json(report.per_bucket),
-        "pass_rate_by_bucket": dg.MetadataValue.md(f"![pass rate by bucket](data:image/png;base64,{image})"),
+        "per_bucket": records_table(buckets, ["tool calls required", "episodes", "pass_rate", "mean_reward",
+                                              "format_error_rate", "environment_error_rate", "mean_turns"]),
+        "pass_rate_by_bucket_plot": dg.MetadataValue.path(report.plot or ""),
+        "episodes_dir": dg.MetadataValue.path(str(out_dir / "episodes")),
         "report": dg.MetadataValue.path(str(out_dir / "report.json")),
     })

@@ -8,7 +8,6 @@ schedule exists but is off by default. No `from __future__ import annotations` h
 resolves the config and resource annotations at definition time.
 """
 
-import base64
 from pathlib import Path
 
 import dagster as dg
@@ -16,15 +15,20 @@ import yaml
 from pydantic import Field
 
 from awm_assets.resources import RayResource, StoreResource
+from awm_assets.ui_tables import asset_link, key_value_table, records_table
 from awm_resources.store import PROJECT_ROOT
 
 DEFAULT_CONFIG = "configs/tiny-cpu.yaml"
+# The step metrics a researcher watches first: live as observations during the run, and in the final table.
+HEADLINE = ("reward_mean", "reward_std", "completion_rate", "format_error_ratio", "environment_error_ratio",
+            "turns_mean", "loss", "kl", "entropy", "rollout_s", "step_s")
 
 
 class TrainingRunConfig(dg.Config):
     config_path: str = Field(default=DEFAULT_CONFIG, description="trainer YAML (relative to the project root or absolute)")
     overrides_yaml: str = Field(default="", description="YAML merged on top of the file, e.g. 'grpo: {learning_rate: 1e-6}'")
-    scenarios: list[str] = Field(default_factory=list, description="train only on these catalog environments (empty: the config's)")
+    scenarios: list[str] = Field(default_factory=list, description="train only on these catalog environments (empty: "
+                                 "the config's list, which tiny-cpu replaces by the catalog's ready ones where absent)")
     steps: int = Field(default=0, description="override grpo.steps (0: the config's)")
 
 
@@ -42,6 +46,7 @@ def _load(config: TrainingRunConfig, store_root: Path, run_id: str):
     overrides.setdefault("environments", {})["store_root"] = str(store_root)
     if config.scenarios:
         overrides["environments"]["scenarios"] = list(config.scenarios)
+        overrides["environments"]["if_not_ready"] = "error"  # named in the run: strict
     if config.steps:
         overrides.setdefault("grpo", {})["steps"] = config.steps
     try:
@@ -71,19 +76,23 @@ def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, 
     ray.connect()
     catalog_event = context.instance.get_latest_materialization_event(dg.AssetKey("environment_catalog"))
     context.log.info(f"training config {config.config_path} -> {cfg.resolved_output_dir()}")
+
+    def on_event(event: dict) -> None:
+        context.log.info(str(event.get("message", event)))
+        record = event.get("record") if event.get("kind") == "step" else None
+        if record:  # live in the UI: one observation per RL step, plotted by the asset's metadata plots
+            context.log_event(dg.AssetObservation(asset_key=context.asset_key, metadata={
+                "step": int(record["step"]),
+                **{k: float(record[k]) for k in HEADLINE if isinstance(record.get(k), (int, float))}}))
+
     try:
-        summary = launch_training(cfg, on_event=lambda event: context.log.info(str(event.get("message", event))))
+        summary = launch_training(cfg, on_event=on_event)
     except TrainingError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     last = summary.get("final_metrics") or {}
-    curves = summary.get("curves")
-    image = base64.b64encode(Path(curves).read_bytes()).decode() if curves else ""
-    rows = ["| step | reward | completed | format errors | env errors | turns | loss | step s |", "|---|---|---|---|---|---|---|---|"]
     from awm_rl.training.metrics import read_metrics
 
-    for r in read_metrics(Path(summary["output_dir"])):
-        rows.append(f"| {r['step']} | {r['reward_mean']:+.3f} | {r['completion_rate']:.0%} | {r['format_error_ratio']:.0%} | "
-                    f"{r['environment_error_ratio']:.0%} | {r['turns_mean']:.1f} | {r.get('loss', 0):.4g} | {r['step_s']:.1f} |")
+    per_step = read_metrics(Path(summary["output_dir"]))
     catalog = summary["catalog"]
     return dg.MaterializeResult(
         metadata={
@@ -95,17 +104,18 @@ def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, 
             "completion_rate": float(last.get("completion_rate", 0.0)),
             "format_error_ratio": float(last.get("format_error_ratio", 0.0)),
             "environment_error_ratio": float(last.get("environment_error_ratio", 0.0)),
-            "final_metrics": dg.MetadataValue.json(last),
-            "per_step": dg.MetadataValue.md("\n".join(rows)),
-            "curves": dg.MetadataValue.md(f"![reward and completion curves](data:image/png;base64,{image})"),
+            "final_metrics": key_value_table({k: v for k, v in last.items() if k != "checkpoint"}),
+            "per_step": records_table(per_step, ["step", *(k for k in HEADLINE if any(k in r for r in per_step))]),
+            "curves_plot": dg.MetadataValue.path(summary.get("curves") or ""),
+            "tensorboard": dg.MetadataValue.path(summary.get("tensorboard") or ""),
             "catalog_sha256": catalog["sha256"],
             "catalog_run_id": catalog_event.run_id if catalog_event else "none",
-            "environments": dg.MetadataValue.json(summary["scenarios"]),
+            "environments": dg.MetadataValue.md(", ".join(asset_link("verifiers", s) for s in summary["scenarios"])),
             "tasks": summary["tasks"],
             "generation": summary["generation"],
             "weights_delta_l2": float(summary["weights"]["param_delta_l2"]),
             "wall_s": float(summary["wall_s"]),
-            "trainer_config": dg.MetadataValue.json(summary["config"]),
+            "trainer_config": dg.MetadataValue.md(f"```yaml\n{yaml.safe_dump(summary['config'], sort_keys=False)}```"),
         },
         data_version=dg.DataVersion(f"{catalog['sha256'][:16]}-{context.run.run_id[:8]}"),
     )

@@ -73,6 +73,17 @@ def select_tasks(store: ArtifactStore, scenarios: list[str], tasks_per_env: int,
     return chosen
 
 
+def required_calls(store: ArtifactStore, scenarios: list[str]) -> dict[tuple[str, int], int]:
+    """(scenario, task_idx) -> tool calls of the task's reference solution, where it has one."""
+    from awm_rl.quality.solutions import load_solutions
+
+    out = {}
+    for scenario in scenarios:
+        entries = [v for r in load_tasks(store, scenario) for v in r.verifiers]
+        out.update({(scenario, i): len(s.calls) for i, s in load_solutions(store.scenario_dir(scenario), entries).items()})
+    return out
+
+
 def _rate(scores: list[EpisodeScore], outcome: str) -> float:
     return round(sum(s.outcome == outcome for s in scores) / len(scores), 4) if scores else 0.0
 
@@ -114,9 +125,12 @@ def evaluate(store: ArtifactStore, pool: EnvironmentPool, policy: Policy, judge:
     pairs = list(zip(episodes, scores))
     by_env: dict[str, list] = {}
     by_bucket: dict[str, list] = {name: [] for name, _, _ in BUCKETS}
+    required = required_calls(store, sorted({r.scenario for r in records}))
     for episode, score in pairs:
         by_env.setdefault(episode.scenario, []).append((episode, score))
-        by_bucket[bucket_of(episode.tool_calls)].append((episode, score))
+        # Difficulty is what the task requires (its reference solution), not what the agent happened to do.
+        need = required.get((episode.scenario, episode.task_idx))
+        by_bucket[bucket_of(episode.tool_calls if need is None else need)].append((episode, score))
     overall = _group(pairs)
     report = EvaluationReport(
         episodes=len(pairs), pass_rate=overall["pass_rate"], mean_reward=overall["mean_reward"],
@@ -149,7 +163,7 @@ def plot_pass_rate_by_bucket(report: EvaluationReport, path: Path) -> Path:
         ax.annotate(f"n={n}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("pass rate")
-    ax.set_xlabel("tool calls used")
+    ax.set_xlabel("tool calls the task requires (reference solution; else the calls made)")
     ax.set_title(f"Pass rate by difficulty (overall {report.pass_rate:.0%}, {report.episodes} episodes)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -42,7 +42,7 @@ def train_main(argv: list[str]) -> int:
     if args.output:
         overrides["output_dir"] = args.output
     if args.scenarios:
-        overrides["environments"] = {"scenarios": args.scenarios}
+        overrides["environments"] = {"scenarios": args.scenarios, "if_not_ready": "error"}  # named here: strict
     if args.model:
         overrides["model"] = {"path": args.model, "tiny": False}
     if args.in_process:

@@ -44,6 +44,9 @@ class EnvironmentsConfig(_Section):
     catalog: str | None = Field(default=None, description="catalog JSON (default <store_root>/catalog.json)")
     scenarios: list[str] | None = Field(default=None, description="only these environments (default: all ready)")
     max_scenarios: int | None = Field(default=None, ge=1)
+    if_not_ready: Literal["error", "use_catalog"] = Field(
+        default="error", description="when a named environment is not ready in the catalog: fail, or train on the "
+        "catalog's ready environments instead (as many as named, or max_scenarios)")
     max_tasks_per_scenario: int | None = Field(default=None, ge=1)
     verifier_audit: Literal["catalog", "run", "stored", "off"] = Field(
         default="catalog", description="leave out tasks whose verifier fails the do-nothing audit: as the catalog "
@@ -175,6 +178,8 @@ class TrainConfig(_Section):
     ray: RayConfig = Field(default_factory=RayConfig)
     log_samples: bool = Field(default=False, description="write every step's conversations and per-turn samples "
                               "(decoded) under steps/ (large at scale; the tiny config turns it on)")
+    tensorboard: bool = Field(default=True, description="TensorBoard event files under <output_dir>/tensorboard: "
+                              "TRL's own logs (report_to) and every step's rollout metrics")
 
     @model_validator(mode="after")
     def _context(self) -> "TrainConfig":

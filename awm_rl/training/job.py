@@ -17,7 +17,7 @@ from typing import Any
 
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.training.config import TrainConfig
-from awm_rl.training.metrics import CURVES_FILE, METRICS_FILE, TRAIN_KEYS, MetricsWriter, plot_curves
+from awm_rl.training.metrics import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, TRAIN_KEYS, MetricsWriter, plot_curves
 
 EventSink = Callable[[dict[str, Any]], None]
 SUMMARY_FILE = "summary.json"
@@ -100,7 +100,8 @@ def grpo_args(config: TrainConfig, out_dir: Path, *, vllm: bool) -> Any:
         temperature=r.temperature, top_p=r.top_p, top_k=0, shuffle_dataset=False, remove_unused_columns=False,
         max_grad_norm=g.max_grad_norm, weight_decay=g.weight_decay, lr_scheduler_type=g.lr_scheduler,
         warmup_steps=g.warmup_steps, logging_steps=1, save_strategy="steps", save_steps=updates * g.save_every,
-        save_total_limit=g.save_total_limit, save_only_model=True, report_to="none", disable_tqdm=True,
+        save_total_limit=g.save_total_limit, save_only_model=True,
+        report_to="tensorboard" if config.tensorboard else "none", disable_tqdm=True,
         seed=g.seed, dataloader_num_workers=0, gradient_checkpointing=config.model.gradient_checkpointing,
         use_vllm=vllm, **kwargs,
     )
@@ -192,7 +193,11 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
     store = ArtifactStore(config.store_root())
     try:
         entries, version = T.read_catalog(store, Path(config.environments.catalog) if config.environments.catalog else None)
-        scenarios = T.select_environments(entries, config.environments.scenarios, config.environments.max_scenarios)
+        scenarios = T.select_environments(entries, config.environments.scenarios, config.environments.max_scenarios,
+                                          config.environments.if_not_ready)
+        if config.environments.scenarios and scenarios != list(config.environments.scenarios):
+            _emit(on_event, f"environments {config.environments.scenarios} are not all ready in the catalog; "
+                            f"training on the catalog's ready environments {scenarios} instead (if_not_ready: use_catalog)")
         excluded = T.audit_exclusions(store, scenarios, config.environments.verifier_audit, entries)
         tasks = T.training_tasks(store, scenarios, judge_mode=config.judge.mode, excluded=excluded,
                                  max_tasks_per_scenario=config.environments.max_tasks_per_scenario)
@@ -272,7 +277,9 @@ def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, 
     from awm_rl.training import tasks as T
     from awm_rl.training.trainer import AWMGRPOTrainer, RolloutContext, awm_episode_reward
 
-    writer = MetricsWriter(out_dir, on_event)
+    writer = MetricsWriter(out_dir, on_event, tensorboard=config.tensorboard)
+    if config.tensorboard:  # TRL's TensorBoardCallback (report_to) writes beside the step metrics
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(out_dir / TENSORBOARD_DIR)
     box: dict[str, Any] = {}
     context = RolloutContext(
         pool=pool, judge=build_judge(config), records={(r.scenario, r.task_idx): r for r in tasks},
@@ -286,7 +293,10 @@ def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, 
     trainer.remove_callback(PrinterCallback)  # progress goes through our step records and events
     before = param_snapshot(trainer.model)
     trainer._prefetch(0)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        writer.close()
     final = out_dir / "final"
     trainer.save_model(str(final))
     tokenizer.save_pretrained(str(final))
@@ -298,4 +308,5 @@ def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, 
     return {"steps": len(writer.records), "final_model": str(final), "checkpoints": checkpoints,
             "last_checkpoint": checkpoints[-1] if checkpoints else None, "metrics_file": str(out_dir / METRICS_FILE),
             "curves": str(curves) if curves else None, "final_metrics": last, "weights": delta,
+            "tensorboard": str(out_dir / TENSORBOARD_DIR) if config.tensorboard else None,
             "generation": "vllm" if vllm else "transformers"}

@@ -18,6 +18,7 @@ from typing import Any
 from awm_rl.agent.episode import Episode, EpisodeScore
 
 METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
 CURVES_FILE = "curves.png"
 # Optimiser numbers copied from TRL's per-update logs into the step record (averaged over updates).
 TRAIN_KEYS = ("loss", "grad_norm", "learning_rate", "kl", "entropy", "clip_ratio/region_mean", "clip_ratio/high_mean",
@@ -53,13 +54,19 @@ def rollout_metrics(episodes: list[Episode], scores: list[EpisodeScore]) -> dict
 class MetricsWriter:
     """Appends step records to `metrics.jsonl` (one line each, flushed) and keeps them for the plot."""
 
-    def __init__(self, out_dir: Path, on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(self, out_dir: Path, on_event: Callable[[dict[str, Any]], None] | None = None, *,
+                 tensorboard: bool = False) -> None:
         self.path = Path(out_dir) / METRICS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text("", encoding="utf-8")
         self.records: list[dict[str, Any]] = []
         self.on_event = on_event
         self._lock = threading.Lock()
+        self._tb = None
+        if tensorboard:  # next to TRL's own event files (report_to), one folder per run
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(Path(out_dir) / TENSORBOARD_DIR))
 
     def write(self, record: dict[str, Any]) -> None:
         with self._lock:
@@ -67,8 +74,18 @@ class MetricsWriter:
             with self.path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(record, ensure_ascii=False, default=float) + "\n")
                 fh.flush()
+            if self._tb is not None:
+                for key, value in record.items():
+                    if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in ("step", "steps"):
+                        self._tb.add_scalar(f"awm/{key}", value, global_step=int(record["step"]))
+                self._tb.flush()
         if self.on_event:
             self.on_event({"kind": "step", "message": format_step(record), "record": record})
+
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
 
 
 def format_step(r: dict[str, Any]) -> str:

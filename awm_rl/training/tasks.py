@@ -57,13 +57,18 @@ def read_catalog(store: ArtifactStore, catalog_path: Path | None = None) -> tupl
 
 
 def select_environments(entries: list[dict[str, Any]], scenarios: list[str] | None,
-                        max_scenarios: int | None) -> list[str]:
+                        max_scenarios: int | None, if_not_ready: str = "error") -> list[str]:
+    """The environments to train on. Named ones that the catalog does not have ready are an error, or with
+    `if_not_ready="use_catalog"` (a config's default list, e.g. tiny-cpu's) the catalog's ready ones instead."""
     names = sorted(e["name"] for e in entries)
     if scenarios:
         missing = [s for s in scenarios if s not in names]
-        if missing:
+        if missing and if_not_ready != "use_catalog":
             raise CatalogError(f"environments {missing} are not ready in the catalog (ready: {', '.join(names) or 'none'})")
-        names = list(scenarios)
+        if not missing:
+            names = list(scenarios)
+        else:
+            max_scenarios = max_scenarios or len(scenarios)
     if max_scenarios:
         names = names[:max_scenarios]
     if not names:

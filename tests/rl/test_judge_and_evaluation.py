@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -150,4 +152,7 @@ def test_evaluation_asset_materializes(demo_store):
     assert result.success
     [mat] = result.asset_materializations_for_node("evaluation")
     assert mat.metadata["pass_rate"].value == 1.0 and mat.metadata["episodes"].value == 3
-    assert "data:image/png;base64," in mat.metadata["pass_rate_by_bucket"].value
+    assert Path(mat.metadata["pass_rate_by_bucket_plot"].value).read_bytes()[:4] == b"\x89PNG"
+    buckets = [r.data["tool calls required"] for r in mat.metadata["per_bucket"].value.records]
+    assert buckets == ["0-2 calls", "3-5 calls", "6-9 calls", "10+ calls"]  # in order, not as strings sort
+    assert "](/assets/verifiers?partition=" in mat.metadata["per_environment"].value

@@ -68,6 +68,10 @@ def test_catalog_errors_are_clear(training_store, tmp_path):
     assert len(version.sha256) == 64 and "gofundme" in version.environments
     with pytest.raises(CatalogError, match="not ready"):
         select_environments(entries, ["no_such_env"], None)
+    # A config's default list (tiny-cpu's corpus pair) gives way to the catalog's ready environments.
+    ready = sorted(e["name"] for e in entries)
+    assert select_environments(entries, ["no_such_env", "gofundme"], None, "use_catalog") == ready[:2]
+    assert select_environments(entries, ["gofundme"], None, "use_catalog") == ["gofundme"]
 
 
 def test_vllm_is_refused_clearly_without_a_gpu():
@@ -87,7 +91,7 @@ def test_errors_in_the_trainer_actor_reach_the_caller(training_store, tmp_path):
     from awm_rl.training import TrainingError, launch_training, load_config
 
     config = load_config(PROJECT_ROOT / "configs" / "tiny-cpu.yaml", {
-        "environments": {"store_root": str(training_store.root), "scenarios": ["no_such_env"]},
+        "environments": {"store_root": str(training_store.root), "scenarios": ["no_such_env"], "if_not_ready": "error"},
         "output_dir": str(tmp_path / "run")})
     events: list[dict] = []
     with pytest.raises(TrainingError, match=r"^environments \['no_such_env'\] are not ready in the catalog"):

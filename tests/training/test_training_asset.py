@@ -35,12 +35,20 @@ def test_training_asset_materializes_with_the_tiny_config(corpus_store, tmp_path
     assert checkpoint.startswith(str(root / "training" / "tiny-cpu")) and Path(checkpoint).is_dir()
     assert meta["catalog_sha256"].value == hashlib.sha256((root / "catalog.json").read_bytes()).hexdigest()
     assert meta["catalog_run_id"].value == result.run_id  # the catalog materialized in this run
-    assert meta["curves"].value.startswith("![reward and completion curves](data:image/png;base64,")
-    assert "| 1 |" in meta["per_step"].value
-    assert set(meta["final_metrics"].value) >= {"reward_mean", "completion_rate", "format_error_ratio", "loss"}
-    assert meta["environments"].value == ["fortnite_item_shop", "gofundme"]
+    # Plots are files, tables are tables, environments link to their pages.
+    assert Path(meta["curves_plot"].value).read_bytes()[:4] == b"\x89PNG"
+    assert [r.data["step"] for r in meta["per_step"].value.records] == [1]
+    assert {r.data["metric"] for r in meta["final_metrics"].value.records} >= {"reward_mean", "completion_rate", "loss"}
+    assert meta["environments"].value == ("[fortnite_item_shop](/assets/verifiers?partition=fortnite_item_shop), "
+                                          "[gofundme](/assets/verifiers?partition=gofundme)")
+    assert any(p.name.startswith("events.out.tfevents") for p in Path(meta["tensorboard"].value).rglob("*"))
     logs = [e.message for e in instance.all_logs(result.run_id) if e.user_message]
     assert any("warm start:" in m for m in logs) and any("step 1/1:" in m for m in logs)  # progress streamed
+    # Each RL step reached the UI while the run went on, as an observation of the asset.
+    observations = [e.dagster_event.event_specific_data.asset_observation for e in instance.all_logs(result.run_id)
+                    if e.dagster_event and e.dagster_event.event_type_value == "ASSET_OBSERVATION"]
+    assert [o.metadata["step"].value for o in observations] == [1]
+    assert "reward_mean" in observations[0].metadata
 
 
 def test_schedule_is_off_and_runs_the_training_job():
