@@ -88,6 +88,8 @@ class LoopConfig:
     max_turns_per_user_turn: int | None = None
     format_error: str = "stop"
     waived_rules: frozenset[str] = frozenset()
+    # Characters of one call_tool answer shown to the policy (None: all of it).
+    max_tool_text: int | None = MAX_TOOL_TEXT
 
 
 def is_environment_failure(result: ToolResultLike) -> bool:
@@ -228,7 +230,7 @@ def _turns(pool: EnvironmentPool, handle: Any, policy: Policy, spec: EpisodeSpec
             episode.termination = "final_answer"
             return
         step.tool = _act(pool, handle, check.action, check.tool_name, check.arguments or {}, validator)
-        episode.messages.append({"role": "tool", "content": _shown(step.tool.text, check.action)})
+        episode.messages.append({"role": "tool", "content": _shown(step.tool.text, check.action, config.max_tool_text)})
         if not step.tool.ok and (check.action == "list_tools" or is_environment_failure(step.tool)):
             episode.termination = "environment_error"
             episode.termination_detail = (f"turn {turn}: {check.action} {check.tool_name or ''} failed on the server "
@@ -238,11 +240,11 @@ def _turns(pool: EnvironmentPool, handle: Any, policy: Policy, spec: EpisodeSpec
     episode.termination_detail = f"no final answer within {config.max_turns} turns"
 
 
-def _shown(text: str, action: str | None) -> str:
+def _shown(text: str, action: str | None, limit: int | None = MAX_TOOL_TEXT) -> str:
     """What the policy sees of a tool answer: list_tools whole, call_tool answers capped."""
-    if action == "list_tools" or len(text) <= MAX_TOOL_TEXT:
+    if action == "list_tools" or limit is None or len(text) <= limit:
         return text
-    return text[:MAX_TOOL_TEXT] + f"\n[... {len(text) - MAX_TOOL_TEXT} more characters truncated]"
+    return text[:limit] + f"\n[... {len(text) - limit} more characters truncated]"
 
 
 def _act(pool: EnvironmentPool, handle: Any, action: str | None, tool_name: str | None, arguments: dict[str, Any],

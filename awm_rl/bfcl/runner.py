@@ -11,7 +11,8 @@ protocol makes one call per step where BFCL's harness lets a step hold parallel 
 long_context answer has 34 calls in a turn), an undecodable turn ends that user turn (the policy is
 told which rule it broke), and the rules of our training protocol that BFCL's harness does not
 have are not enforced: `reasoning`, `no_successful_call` and `arguments_schema` (BFCL executes the
-call as given and its backend answers with the error).
+call as given and its backend answers with the error). Tool answers are shown whole (long_context's
+run past 30,000 characters; BFCL does not cut them).
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def loop_config(case: BFCLCase, max_steps_per_turn: int | None = None) -> LoopCo
 
     per_turn = (max_steps_per_turn if max_steps_per_turn is not None else 2 * MAXIMUM_STEP_LIMIT) + 2
     return LoopConfig(max_turns=per_turn * len(case.turns), window=None, system_prompt=BFCL_SYSTEM_PROMPT,
-                      max_turns_per_user_turn=per_turn, format_error="next_user_turn",
+                      max_turns_per_user_turn=per_turn, format_error="next_user_turn", max_tool_text=None,
                       waived_rules=frozenset({"reasoning", "no_successful_call", "arguments_schema"}))
 
 

@@ -85,3 +85,12 @@ def test_bfcl_package_loads_no_dagster():
             "('dagster', 'awm_assets')); print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+
+
+def test_long_context_tool_answers_reach_the_policy_whole(tmp_path):
+    report = evaluate_bfcl("multi_turn_long_context", "ground_truth", out_dir=tmp_path,
+                           ids=["multi_turn_long_context_114"])
+    assert report.accuracy == 1.0
+    doc = json.loads((tmp_path / "cases" / "multi_turn_long_context_114.json").read_text())
+    longest = max(len(m["content"]) for m in doc["episode"]["messages"] if m["role"] == "tool")
+    assert longest > 30_000 and not any("more characters truncated" in m["content"] for m in doc["episode"]["messages"])
