@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -71,7 +72,7 @@ def test_tiny_policy_runs_two_cases_end_to_end(tmp_path):
     assert report.policy == "tiny" and report.cases == 2 and 0.0 <= report.accuracy <= 1.0
     for row in report.per_case:
         assert row["steps"] >= 1 and row["termination"] != "policy_error", row
-        doc = json.loads(open(row["trajectory"]).read())
+        doc = json.loads(Path(row["trajectory"]).read_text())
         assert doc["episode"]["policy"] == "tiny" and doc["episode"]["steps"][0]["completion_tokens"] > 0
 
 
