@@ -6,6 +6,7 @@ import dagster as dg
 from awm_resources.store import PIPELINE_STAGES, atomic_write_json
 from awm_assets.quality_assets import complete_scenarios
 from awm_assets.resources import StoreResource
+from awm_assets.ui_tables import asset_link, records_table
 
 from awm_assets.synthesis.catalog import build_catalog
 
@@ -32,10 +33,17 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
     ready = [e for e in entries if e["ready"]]
     path = st.root / CATALOG_FILE
     atomic_write_json(path, {"environments": ready, "not_ready": [e for e in entries if not e["ready"]]})
-    rows = ["| environment | source | tasks | tables | rows | tools | LoC | verifiers | ready |", "|---|---|---|---|---|---|---|---|---|"]
-    rows += [f"| {e['name']} | {e['source']} | {e['tasks']} | {e['tables']} | {e['sample_rows']} | {e['tools']} | "
-             f"{e['lines_of_code']} | {e['verifiers']} | {'yes' if e['ready'] else 'no: ' + ', '.join(e['missing_stages'] + e['invalid_stages'])} |"
-             for e in entries]
+    # Five narrow columns fit the metadata panel; each name opens the scenario's page.
+    rows = ["| environment | ready | trainable tasks | tools ok | source |", "|---|---|---|---|---|"]
+    for e in entries:
+        tq = e.get("tool_quality") or {}
+        tools = f"{tq['tools_ok']}/{tq['tools_total']}" if tq.get("tools_total") else str(e["tools"])
+        trainable = e["tasks"] if e["trainable_tasks"] is None else e["trainable_tasks"]
+        why = ", ".join(e["missing_stages"] + e["invalid_stages"])
+        rows.append(f"| {asset_link('verifiers', e['name'])} | {'yes' if e['ready'] else 'no: ' + why} | "
+                    f"{trainable}/{e['tasks']} | {tools} | {e['source']} |")
+    excluded = [{"environment": e["name"], "task": int(k), "reason": why[:300]}
+                for e in entries for k, why in e["excluded_reasons"].items()]
     context.log.info(f"{len(ready)} of {len(entries)} environments ready")
     return dg.MaterializeResult(metadata={
         "ready": len(ready),
@@ -44,8 +52,9 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
         "tools": sum(e["tools"] for e in ready),
         "trainable_tasks": sum(e["trainable_tasks"] or 0 for e in ready),
         "excluded_tasks": totals["tasks"] - totals["tasks_eligible"],
-        "quality": dg.MetadataValue.json({k: totals[k] for k in ("vacuous", "crash", "missing", "nondeterministic",
-                                                                 "blocked", "unsolvable", "tools_server_error")}),
+        **{f"quality_{k}": totals[k] for k in ("vacuous", "crash", "missing", "nondeterministic", "blocked",
+                                               "unsolvable", "tools_server_error")},
+        "excluded_task_reasons": records_table(excluded, ["environment", "task", "reason"]),
         "catalog_file": dg.MetadataValue.path(str(path)),
         "environments": dg.MetadataValue.md("\n".join(rows)),
     })

@@ -53,6 +53,14 @@ def cmd_catalog(args) -> int:
 
     from awm_assets.synthesis.catalog import build_catalog
 
+    if args.refresh:  # the refresh_catalog job (quality gate + catalog.json), recorded in the Dagster instance
+        from awm_assets.headless import refresh_catalog
+        from awm_assets.instance import get_instance
+
+        result = refresh_catalog(get_instance())
+        if not result.success:
+            print(f"awm catalog: the refresh_catalog run {result.run_id} failed; see it in the Dagster UI", file=sys.stderr)
+            return 1
     entries = build_catalog(ArtifactStore(args.home))
     if args.ready:
         entries = [e for e in entries if e["ready"]]
@@ -146,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("catalog", help="list scenarios with statistics and readiness")
     s.add_argument("--json", action="store_true")
     s.add_argument("--ready", action="store_true", help="only ready environments")
+    s.add_argument("--refresh", action="store_true", help="first run the quality gate and rebuild catalog.json "
+                                                          "(the refresh_catalog job; what training reads)")
     s.set_defaults(func=cmd_catalog)
 
     s = sub.add_parser("synth", help="synthesize a seed batch headlessly (same assets as the UI)")

@@ -7,6 +7,7 @@ import dagster as dg
 from pydantic import Field
 
 from awm_assets.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
+from awm_assets.ui_tables import asset_link
 from awm_resources.llm import ReplayMissingError
 
 from awm_assets.partitions import scenario_partitions, seed_batch_partitions
@@ -59,8 +60,9 @@ def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConf
         **counts,
         "seed_file": dg.MetadataValue.path(str(batch.path)),
         "seeds": len(batch.seeds),
-        "new_partitions": dg.MetadataValue.json(new),
-        "category_histogram": dg.MetadataValue.json(dict(Counter(d.category for d in result.accepted()))),
+        "new_partitions": dg.MetadataValue.md(", ".join(asset_link("tasks", k) for k in new) or "none"),
+        "category_histogram": dg.MetadataValue.md("\n".join(["| category | accepted |", "|---|---|"] + [
+            f"| {c} | {n} |" for c, n in Counter(d.category for d in result.accepted()).most_common()])),
         "decisions": dg.MetadataValue.md("\n".join(table)),
         "prompt_tokens": usage["prompt_tokens"] + usage_cls["prompt_tokens"],
         "completion_tokens": usage["completion_tokens"] + usage_cls["completion_tokens"],

@@ -62,6 +62,15 @@ def _metadata(store, key: str, stage: str, outcome, usage: dict, model: str) -> 
     }
 
 
+def _report_failure(context: dg.AssetExecutionContext, stage: str, key: str, attempt: int, reason: str) -> None:
+    """The reason a stage gave up, on the scenario's own partition page (an observation), not only in the run.
+    Reported to the instance directly: events a failing step logs through its context are dropped with it."""
+    context.instance.report_runless_asset_event(dg.AssetObservation(
+        asset_key=stage, partition=key, description=f"failed: {reason[:300]}",
+        metadata={"failed_attempt": attempt, "run_id": context.run.run_id,
+                  "failure": dg.MetadataValue.md(previews.fenced(reason, limit=6000))}))
+
+
 def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.AssetsDefinition:
     deps = [upstream] if upstream else []
     if upstream is None:
@@ -101,8 +110,10 @@ def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.Asse
             context.log.warning(str(exc))
             raise
         except (ReplayMissingError, StageExhausted, FileNotFoundError) as exc:
+            _report_failure(context, stage, key, attempt, f"{type(exc).__name__}: {exc}")
             raise dg.Failure(description=f"{stage} for {key!r}: {exc}", allow_retries=False) from exc
         except Exception as exc:  # noqa: BLE001 - our own bug: fail loudly, do not spend LLM retries on it
+            _report_failure(context, stage, key, attempt, f"internal error (not retried): {type(exc).__name__}: {exc}")
             raise dg.Failure(description=f"internal error in stage {stage} for {key!r} (not retried): "
                                          f"{type(exc).__name__}: {exc}",
                              metadata={"traceback": dg.MetadataValue.text(traceback.format_exc())},

@@ -33,6 +33,17 @@ def test_awm_synth_demo_batch_headless(tmp_path, monkeypatch):
     with dg.DagsterInstance.get() as instance:
         assert sorted(instance.get_dynamic_partitions("scenarios")) == sorted(by_key)
         assert instance.get_latest_materialization_event(dg.AssetKey("environment_catalog")) is not None
+        # ... under the project's job names, as if launched from the UI.
+        jobs = {r.job_name for r in instance.get_runs()}
+        assert {"generate_scenarios", "synthesize_scenario", "refresh_catalog"} <= jobs, jobs
+        assert "__ephemeral_asset_job__" not in jobs
+    # The catalog is rebuilt headless (what `awm train` reads), again as a refresh_catalog run.
+    (tmp_path / "home" / "catalog.json").unlink()
+    refreshed = subprocess.run([sys.executable, "-m", "awm_assets.cli", "catalog", "--refresh", "--json"], env=env,
+                               cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert refreshed.returncode == 0, refreshed.stderr[-3000:]
+    assert sum(e["ready"] for e in json.loads(refreshed.stdout)) == 3
+    assert (tmp_path / "home" / "catalog.json").is_file()
     # Running the same batch again synthesizes nothing new.
     again = json.loads(subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600).stdout)
     assert again["new_scenarios"] == [] and all(s["ready"] for s in again["scenarios"])

@@ -124,7 +124,8 @@ def test_catalog_lists_the_ready_demo_environments(demo):
     data = json.loads((demo["root"] / "catalog.json").read_text())
     assert sorted(e["name"] for e in data["environments"]) == DEMO_SCENARIOS
     assert all(e["excluded_tasks"] == [] and e["trainable_tasks"] == 10 for e in data["environments"])
-    assert meta["quality"].value["vacuous"] == 0 and meta["trainable_tasks"].value == 30
+    assert meta["quality_vacuous"].value == 0 and meta["trainable_tasks"].value == 30
+    assert "[issue_tracker](/assets/verifiers?partition=issue_tracker) | yes | 10/10 |" in meta["environments"].value
 
 
 def test_catalog_of_the_corpus_excludes_vacuous_verifiers(corpus_store):
@@ -136,7 +137,8 @@ def test_catalog_of_the_corpus_excludes_vacuous_verifiers(corpus_store):
     assert sorted(ready) == ["doordash_drive_delivery_tracking", "etsy_digital_downloads", "fortnite_item_shop",
                              "gofundme", "rover"]
     assert ready["fortnite_item_shop"]["excluded_tasks"] == [0] and ready["fortnite_item_shop"]["trainable_tasks"] == 9
-    assert meta["quality"].value["vacuous"] >= 1
+    assert meta["quality_vacuous"].value >= 1
+    assert any(r.data["reason"].startswith("vacuous") for r in meta["excluded_task_reasons"].value.records)
     not_ready = {e["name"]: e for e in data["not_ready"]}
     assert "verifiers" in not_ready["content_platform_1"]["missing_stages"]
 
@@ -257,6 +259,11 @@ def test_own_bugs_and_missing_recordings_do_not_burn_retries(notes, monkeypatch)
     failure = step_events(result, "tasks", "STEP_FAILURE")[0]
     assert "no recorded answer" in failure.event_specific_data.error.message
     assert "'tasks'" in failure.event_specific_data.error.message and "'notes'" in failure.event_specific_data.error.message
+    # The reason is also on the scenario's partition page, as an observation of the stage's partition.
+    [record] = instance.fetch_observations(dg.AssetKey("tasks"), limit=1).records
+    obs = record.asset_observation
+    assert obs.partition == "notes" and "no recorded answer" in obs.metadata["failure"].value
+    assert obs.metadata["run_id"].value == result.run_id
 
     from awm_assets.synthesis import stages
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import sqlite3
 from typing import Any
 
 from awm_resources.store import ArtifactStore
@@ -35,22 +36,45 @@ def preview(store: ArtifactStore, key: str, stage: str) -> str:
         tables = store.read_json(key, "sample.json")["tables"]
         rows = ["| table | inserts | reasoning |", "|---|---|---|"]
         rows += [f"| {t['table_name']} | {len(t.get('insert_statements', []))} | {_cell(_cut(t.get('reasoning') or '', 120))} |" for t in tables]
-        return "\n".join(rows)
+        return "\n".join(rows) + "\n\n" + sample_rows(store.path(key, "initial.db"))
     if stage == "api_spec":
         spec = store.read_json(key, "api_spec.json")
         rows = ["| tool | method | path | summary |", "|---|---|---|---|"]
         rows += [f"| `{ep['operation_id']}` | {ep['method']} | `{ep['path']}` | {_cell(_cut(ep.get('summary', ''), 80))} |"
                  for g in spec["api_groups"] for ep in g["endpoints"]]
         return "\n".join(rows)
-    if stage == "env_code":
+    if stage == "env_code":  # the whole file: researchers read the code the agent is trained against
         code = store.read_text(key, "server.py")
-        return f"```python\n{chr(10).join(code.splitlines()[:60])}\n# ... {len(code.splitlines())} lines in all\n```"
+        return f"{len(code.splitlines())} lines\n\n" + fenced(code, "python", limit=400_000)
     if stage == "verifiers":
         entries = store.read_json(key, "verifiers.json")["verifiers"]
         rows = ["| task | functions | success criteria |", "|---|---|---|"]
         rows += [f"| {e['task_idx']} | {', '.join(e.get('functions', []))} | {_cell(_cut(e.get('success_criteria') or '', 120))} |" for e in entries]
-        return "\n".join(rows)
+        code = [f"#### Task {e['task_idx']}: {_cell(_cut(e.get('task') or '', 200))}\n\n{fenced(e.get('code', ''), 'python', 20_000)}"
+                for e in entries]
+        return "\n".join(rows) + "\n\n### Verifier code\n\n" + "\n\n".join(code)
     raise KeyError(stage)
+
+
+def sample_rows(db_path, per_table: int = 3, max_columns: int = 8) -> str:
+    """The first rows of every table of the initial database (user 1's data first, as the sample data puts it)."""
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        blocks = []
+        for name in names:
+            quoted = '"' + name.replace('"', '""') + '"'
+            cur = conn.execute(f"SELECT * FROM {quoted} LIMIT {per_table}")
+            cols = [d[0] for d in cur.description][:max_columns]
+            total = conn.execute(f"SELECT COUNT(*) FROM {quoted}").fetchone()[0]
+            lines = [f"**{name}** ({total} rows)", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            lines += ["| " + " | ".join(_cell(_cut("NULL" if v is None else v, 40)) for v in row[:max_columns]) + " |"
+                      for row in cur.fetchall()]
+            blocks.append("\n".join(lines))
+    finally:
+        conn.close()
+    return "\n\n".join(blocks)
 
 
 def fenced(text: Any, lang: str = "text", limit: int = 4000) -> str:

@@ -42,8 +42,8 @@ def read_catalog(store: ArtifactStore, catalog_path: Path | None = None) -> tupl
     """The ready environments of the catalog file, and its version."""
     path = Path(catalog_path) if catalog_path else store.root / CATALOG_FILE
     if not path.is_file():
-        raise CatalogError(f"no environment catalog at {path}: materialize the `environment_catalog` asset "
-                           "(or `awm import` a corpus, then materialize it) before training")
+        raise CatalogError(f"no environment catalog at {path}: run `awm catalog --refresh` (or materialize "
+                           "`environment_catalog` in the UI) after `awm synth` or `awm import`, then train")
     raw = path.read_bytes()
     try:
         doc = json.loads(raw)
