@@ -1,6 +1,7 @@
 """Scenario generation per seed batch; accepted scenarios become partitions of the stage assets."""
 
 
+import json
 from collections import Counter
 
 import dagster as dg
@@ -9,14 +10,49 @@ from pydantic import Field
 from awm_assets.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
 from awm_assets.ui_tables import asset_link
 from awm_resources.llm import ReplayMissingError
+from awm_resources.store import atomic_write_text
 
 from awm_assets.partitions import scenario_partitions, seed_batch_partitions
 from awm_assets.synthesis.scenarios import GenerationSettings, generate_scenarios, record_batch, register_accepted
 from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
 
 
+REAL_LLM_NOTE = ("The offline replay model answers only the bundled demo batch (seeds/demo.jsonl); any other batch "
+                 "needs a real model: set AWM_LLM_MODEL (e.g. openai/gpt-5) and its API key before launching.")
+
+
+class Seed(dg.Config):
+    name: str = Field(description="a web application to simulate, e.g. 'Etsy seller dashboard'")
+    description: str = Field(default="", description="optional: what the application does")
+
+
 class SeedBatchConfig(dg.Config):
-    path: str = Field(description="the seed file of this batch (the sensor and `awm synth` set it)")
+    path: str = Field(default="", description="the seed file of this batch: JSONL lines {\"name\", \"description\"?} "
+                                              "or one name per line (the sensor and `awm synth` set it)")
+    seeds: list[Seed] = Field(default_factory=list, description="or the seeds themselves, typed here (names, optional "
+                              "descriptions): written to <seed dir>/<partition>.jsonl, so the batch is kept like a "
+                              "dropped file. " + REAL_LLM_NOTE)
+
+
+def seed_file_for(config: SeedBatchConfig, partition_key: str) -> str:
+    """The seed file to read: the configured path, or the inline seeds written as the partition's own file."""
+    from awm_assets.sensors import seed_dir
+
+    if bool(config.path) == bool(config.seeds):
+        raise dg.Failure(description="give either `path` (a seed file) or `seeds` (names typed in the launch "
+                                     "config), not both and not neither. " + REAL_LLM_NOTE, allow_retries=False)
+    if config.path:
+        return config.path
+    lines = [json.dumps({"name": s.name, **({"description": s.description} if s.description else {})},
+                        ensure_ascii=False) for s in config.seeds]
+    path = seed_dir() / f"{partition_key}.jsonl"
+    text = "\n".join(lines) + "\n"
+    if path.is_file() and path.read_text(encoding="utf-8") != text:
+        raise dg.Failure(description=f"seed batch {partition_key!r} already has a different seed file {path}; "
+                                     "name the new batch differently (or pass that file as `path`)", allow_retries=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return str(path)
 
 
 @dg.asset(
@@ -25,17 +61,20 @@ class SeedBatchConfig(dg.Config):
     pool="llm_api",
     kinds={"llm"},
     retry_policy=dg.RetryPolicy(max_retries=2),
-    description="Self-instruct scenarios from a seed batch; CRUD classifier; embedding dedup (all batches); category caps.",
+    description="Self-instruct scenarios from a seed batch; CRUD classifier; embedding dedup (all batches); category "
+                "caps. A new batch from the UI: add a partition (the batch name), then type its seeds in the launch "
+                "config (`seeds`). " + REAL_LLM_NOTE,
 )
 def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConfig, llm: LLMResource,
                         store: StoreResource, embedder: EmbedderResource,
                         synthesis: SynthesisSettings) -> dg.MaterializeResult:
+    path = seed_file_for(config, context.partition_key)
     try:
-        batch = read_seed_batch(config.path)
+        batch = read_seed_batch(path)
     except SeedFileError as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from exc
     if batch.key != context.partition_key:
-        raise dg.Failure(description=f"seed file {config.path} is batch {batch.key!r}, not partition "
+        raise dg.Failure(description=f"seed file {path} is batch {batch.key!r}, not partition "
                                      f"{context.partition_key!r}", allow_retries=False)
     st = store.get_store()
     client = llm.get_client()
@@ -44,7 +83,7 @@ def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConf
             candidates=synthesis.candidates_per_batch, dedup_threshold=synthesis.dedup_threshold,
             max_per_category=synthesis.max_per_category))
     except ReplayMissingError as exc:
-        raise dg.Failure(description=str(exc), allow_retries=False) from exc
+        raise dg.Failure(description=f"{exc}\n{REAL_LLM_NOTE}", allow_retries=False) from exc
     keys = register_accepted(result, st, batch)
     record_batch(st, batch, result)
     new = [k for k in keys if not context.instance.has_dynamic_partition(scenario_partitions.name, k)]

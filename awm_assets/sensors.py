@@ -25,7 +25,9 @@ def batch_run_config(path: Path) -> dict:
 
 @dg.sensor(job=generate_scenarios_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Watches the seed folder ($AWM_SEED_DIR, default seeds/) and launches scenario generation "
-                       "for each new or changed seed batch.")
+                       "for each new or changed seed batch: a .jsonl file of {\"name\", \"description\"?} lines or a "
+                       ".txt file of one name per line; the file name is the batch name. The offline replay model "
+                       "answers only the demo batch; others need a real model (AWM_LLM_MODEL).")
 def seed_batch_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     seen: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
     store = ArtifactStore()

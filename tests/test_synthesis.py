@@ -325,3 +325,27 @@ def test_seed_file_errors_name_file_and_line(tmp_path):
     ok = tmp_path / "names.txt"
     ok.write_text("Zillow\nYelp\n")
     assert [s["name"] for s in read_seed_batch(ok).seeds] == ["Zillow", "Yelp"]
+
+
+def test_a_seed_batch_typed_in_the_launch_config(tmp_path, monkeypatch):
+    """From the UI: add a partition, type the seeds; they are kept as the batch's seed file. A batch the replay
+    model has no answers for fails saying a real model is needed."""
+    monkeypatch.setenv("AWM_SEED_DIR", str(tmp_path / "seeds"))
+    seeds = [json.loads(line) for line in DEMO_SEEDS.read_text().splitlines() if line.strip()]
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("seed_batches", ["demo", "my_batch"])
+
+    def launch(key: str, config: dict):
+        return dg.materialize([scenario_generation], instance=instance, partition_key=key, raise_on_error=False,
+                              resources=resources(tmp_path / "store"),
+                              run_config={"ops": {"scenario_generation": {"config": config}}})
+
+    result = launch("demo", {"seeds": seeds})
+    assert result.success
+    assert read_seed_batch(tmp_path / "seeds" / "demo.jsonl").seeds == read_seed_batch(DEMO_SEEDS).seeds
+    other = launch("my_batch", {"seeds": [{"name": "Library book loans"}]})
+    message = step_events(other, "scenario_generation", "STEP_FAILURE")[0].event_specific_data.error.message
+    assert "needs a real model: set AWM_LLM_MODEL" in message
+    assert (tmp_path / "seeds" / "my_batch.jsonl").read_text() == '{"name": "Library book loans"}\n'
+    neither = launch("my_batch", {})
+    assert "give either `path`" in step_events(neither, "scenario_generation", "STEP_FAILURE")[0].event_specific_data.error.message
