@@ -8,7 +8,8 @@ catalog is refreshed. Runs and materializations land in the instance, so the UI 
 from __future__ import annotations
 
 import multiprocessing as mp
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,8 @@ def scenario_report(store: ArtifactStore, key: str) -> dict[str, Any]:
     return {"scenario": key, "ready": ready, "stages": stages}
 
 
-def synthesize_batch(seed_file: Path, *, workers: int = 2, resynthesize: bool = False) -> dict[str, Any]:
+def synthesize_batch(seed_file: Path, *, workers: int = 2, resynthesize: bool = False,
+                     progress: Callable[..., None] | None = None) -> dict[str, Any]:
     """Generate scenarios for the batch, then synthesize its new (or, if asked, all its) scenarios."""
     instance = get_instance()
     store = ArtifactStore()
@@ -99,8 +101,14 @@ def synthesize_batch(seed_file: Path, *, workers: int = 2, resynthesize: bool = 
     runs: dict[str, dict] = {}
     if todo:
         with ProcessPoolExecutor(max_workers=max(1, min(workers, len(todo))), mp_context=mp.get_context("spawn")) as pool:
-            for res in pool.map(synthesize_partition, todo):
+            futures = [pool.submit(synthesize_partition, key) for key in todo]
+            if progress is not None:
+                progress("scenario generation", steps=0, total=len(todo))
+            for future in as_completed(futures):
+                res = future.result()
                 runs[res["scenario"]] = res
+                if progress is not None:
+                    progress(f"{res['scenario']} {'done' if res['success'] else 'FAILED'}")
     refresh_catalog(instance)
     for key in batch_keys:
         rep = scenario_report(store, key)

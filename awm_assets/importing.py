@@ -3,6 +3,7 @@ ones: a partition per scenario and a materialization (with the importer's metada
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -27,8 +28,9 @@ def _metadata(store: ArtifactStore, key: str, stage: str, meta: dict, source: st
     return out
 
 
-def import_into_dagster(src: Path, store: ArtifactStore, instance: dg.DagsterInstance | None) -> ImportReport:
-    report = import_awm_dir(src, store)
+def import_into_dagster(src: Path, store: ArtifactStore, instance: dg.DagsterInstance | None,
+                        progress: Callable[[str, int], None] | None = None) -> ImportReport:
+    report = import_awm_dir(src, store, progress)
     if instance is None:
         return report
     written = [k for k, s in report.scenarios.items() if s.written]

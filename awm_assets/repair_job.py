@@ -7,6 +7,7 @@ runs the same job in process.
 """
 
 
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -79,7 +80,8 @@ def repair_environment():
     repair_scenario_op()
 
 
-def repair_headless(scenarios: list[str], config: dict[str, Any], instance: dg.DagsterInstance) -> list[dict[str, Any]]:
+def repair_headless(scenarios: list[str], config: dict[str, Any], instance: dg.DagsterInstance,
+                    progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """`awm repair`: one in-process run of `repair_environment` per scenario, recorded in `instance`."""
     from awm_assets.headless import QUIET_LOGS
     from awm_assets.instance import register_scenarios
@@ -91,6 +93,8 @@ def repair_headless(scenarios: list[str], config: dict[str, Any], instance: dg.D
         result = repair_environment.execute_in_process(
             instance=instance, partition_key=key, resources=build_resources(), raise_on_error=False,
             run_config={**QUIET_LOGS, "ops": {"repair_scenario_op": {"config": config}}}, tags={"awm/scenario": key})
+        if progress is not None:
+            progress(f"{key} {'done' if result.success else 'FAILED'}")
         if result.success:
             reports.append({**result.output_for_node("repair_scenario_op"), "run_id": result.run_id})
             continue

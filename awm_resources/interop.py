@@ -15,6 +15,7 @@ import re
 import shutil
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -329,13 +330,16 @@ def _stage_files(parts: _Parts, key: str, staging: Path, issues: list[ImportIssu
     return meta, files
 
 
-def import_awm_dir(src: Path | str, store: ArtifactStore) -> ImportReport:
-    """Import every scenario found in `src` into `store`; see the module docstring for the rules."""
+def import_awm_dir(src: Path | str, store: ArtifactStore,
+                   progress: Callable[[str, int], None] | None = None) -> ImportReport:
+    """Import every scenario found in `src` into `store`; see the module docstring for the rules.
+    `progress(key, total)` is called after each scenario (a CLI progress bar)."""
     src = Path(src)
     report = ImportReport(source=str(src.resolve()))
     parts_by_key = read_awm_dir(src, report.issues)
     store.scenarios_root.mkdir(parents=True, exist_ok=True)
     for key, parts in sorted(parts_by_key.items()):
+
         staging = Path(tempfile.mkdtemp(prefix=f".import-{key}-", dir=store.scenarios_root))
         try:
             meta, files = _stage_files(parts, key, staging, report.issues)
@@ -352,6 +356,8 @@ def import_awm_dir(src: Path | str, store: ArtifactStore) -> ImportReport:
             report.issues.append(ImportIssue(str(src), None, key, f"import failed, store left unchanged: {type(exc).__name__}: {exc}"))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+            if progress is not None:
+                progress(key, len(parts_by_key))
     return report
 
 

@@ -22,11 +22,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _printer(stream: Any):
+def _printer(stream: Any, bar: Any = None):
+    """Event lines (above the step bar when stderr is a terminal), the bar advanced per RL step."""
+    from awm_resources.progress import STDERR
+
     t0 = time.time()
 
     def on_event(event: dict[str, Any]) -> None:
-        print(f"[{time.time() - t0:7.1f}s] {event.get('message', event)}", file=stream, flush=True)
+        line = f"[{time.time() - t0:7.1f}s] {event.get('message', event)}"
+        record = event.get("record") if event.get("kind") == "step" else None
+        if bar is not None and STDERR.is_terminal:
+            bar.log(line)
+        else:
+            print(line, file=stream, flush=True)
+        if bar is not None and record:
+            bar(f"reward {record.get('reward_mean', 0):+.3f}", total=record.get("steps"))
     return on_event
 
 
@@ -53,7 +63,10 @@ def train_main(argv: list[str]) -> int:
         print(f"awm train: {exc}", file=sys.stderr)
         return 2
     try:
-        summary = launch_training(config, _printer(sys.stderr if args.json else sys.stdout))
+        from awm_resources.progress import progress_bar
+
+        with progress_bar("training steps", config.grpo.steps) as bar:
+            summary = launch_training(config, _printer(sys.stderr if args.json else sys.stdout, bar))
     except TrainingError as exc:
         print(f"awm train: {exc}", file=sys.stderr)
         return 1
