@@ -12,6 +12,7 @@ import dagster as dg
 from pydantic import Field
 
 from awm_assets.partitions import bfcl_category_partitions
+from awm_assets.ui_tables import records_table
 from awm_assets.resources import StoreResource
 
 
@@ -76,7 +77,8 @@ def bfcl_evaluation(context: dg.AssetExecutionContext, config: BFCLEvaluationCon
     metadata = {
         "category": category, "policy": report.policy, "accuracy": report.accuracy, "cases": report.cases,
         "correct": sum(c["valid"] for c in report.per_case), "wall_s": report.wall_s,
-        "error_types": dg.MetadataValue.json(report.error_types),
+        "error_types": records_table([{"error type": k, "cases": v} for k, v in
+                                      sorted(report.error_types.items(), key=lambda kv: -kv[1])], ["error type", "cases"]),
         "results": dg.MetadataValue.md(results_table(category, report.policy, report.accuracy, report.cases)),
         "trajectories": dg.MetadataValue.path(str(Path(report.out_dir) / "cases")),
         "report": dg.MetadataValue.path(str(Path(report.out_dir) / "report.json")),

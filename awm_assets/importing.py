@@ -13,6 +13,7 @@ from awm_resources.store import ArtifactStore
 
 from awm_assets.instance import register_scenarios
 from awm_assets.synthesis import previews
+from awm_assets.ui_tables import records_table
 
 
 def _metadata(store: ArtifactStore, key: str, stage: str, meta: dict, source: str) -> dict:
@@ -20,7 +21,7 @@ def _metadata(store: ArtifactStore, key: str, stage: str, meta: dict, source: st
     out["source"] = "imported"
     out["import_dir"] = dg.MetadataValue.path(source)
     if meta.get("failed_statements"):
-        out["failed_statements"] = dg.MetadataValue.json(meta["failed_statements"])
+        out["failed_statements"] = records_table(meta["failed_statements"], ["table", "index", "error", "statement"])
     try:
         out["preview"] = dg.MetadataValue.md(previews.preview(store, key, stage))
     except (KeyError, FileNotFoundError, ValueError):
