@@ -10,6 +10,7 @@ from awm_assets.quality_assets import environment_quality, environment_quality_g
 from awm_assets.repair_job import repair_environment
 from awm_assets.resources import build_resources
 from awm_assets.scenario_assets import scenario_generation
+from awm_assets.statistics_asset import synthesis_statistics_asset
 from awm_assets.sensors import catalog_refresh_sensor, new_scenario_sensor, seed_batch_sensor
 from awm_assets.stage_assets import build_stage_assets
 from awm_assets.training import grpo_training, training_job, training_schedule
@@ -17,7 +18,7 @@ from awm_assets.training import grpo_training, training_job, training_schedule
 stage_assets = build_stage_assets()
 
 defs = dg.Definitions(
-    assets=[scenario_generation, *stage_assets, environment_quality, environment_catalog, evaluation, grpo_training,
+    assets=[scenario_generation, *stage_assets, environment_quality, environment_catalog, synthesis_statistics_asset, evaluation, grpo_training,
             bfcl_evaluation],
     asset_checks=[environment_quality_gate],
     jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job, repair_environment, training_job],

@@ -14,5 +14,7 @@ synthesize_scenario_job = dg.define_asset_job(
     description="All six stages of one scenario, each self-correcting through retries.")
 
 catalog_job = dg.define_asset_job(
-    "refresh_catalog", selection=dg.AssetSelection.assets("environment_quality", "environment_catalog"),
-    description="Run the quality gate where something changed, then rebuild the environment catalog from the store.")
+    "refresh_catalog",
+    selection=dg.AssetSelection.assets("environment_quality", "environment_catalog", "synthesis_statistics"),
+    description="Run the quality gate where something changed, then rebuild the environment catalog and the "
+                "synthesis statistics from the store.")

@@ -85,7 +85,9 @@ def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConf
     except ReplayMissingError as exc:
         raise dg.Failure(description=f"{exc}\n{REAL_LLM_NOTE}", allow_retries=False) from exc
     keys = register_accepted(result, st, batch)
-    record_batch(st, batch, result)
+    usage = {k: client.usage(stage="scenarios")[k] + client.usage(stage="classify")[k]
+             for k in ("llm_calls", "prompt_tokens", "completion_tokens", "cost_usd")}
+    record_batch(st, batch, result, usage)
     new = [k for k in keys if not context.instance.has_dynamic_partition(scenario_partitions.name, k)]
     if new:
         context.instance.add_dynamic_partitions(scenario_partitions.name, new)
@@ -93,8 +95,6 @@ def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConf
     context.log.info(f"batch {batch.key}: {counts}; new scenario partitions: {new}")
     table = ["| scenario | category | decision | reason |", "|---|---|---|---|"]
     table += [f"| {d.name} | {d.category} | {d.status} | {d.reason.replace('|', '/')} |" for d in result.decisions]
-    usage = client.usage(stage="scenarios")
-    usage_cls = client.usage(stage="classify")
     return dg.MaterializeResult(metadata={
         **counts,
         "seed_file": dg.MetadataValue.path(str(batch.path)),
@@ -103,7 +103,7 @@ def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConf
         "category_histogram": dg.MetadataValue.md("\n".join(["| category | accepted |", "|---|---|"] + [
             f"| {c} | {n} |" for c, n in Counter(d.category for d in result.accepted()).most_common()])),
         "decisions": dg.MetadataValue.md("\n".join(table)),
-        "prompt_tokens": usage["prompt_tokens"] + usage_cls["prompt_tokens"],
-        "completion_tokens": usage["completion_tokens"] + usage_cls["completion_tokens"],
-        "cost_usd": float(usage["cost_usd"] + usage_cls["cost_usd"]),
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+        "cost_usd": float(usage["cost_usd"]),
     })

@@ -128,6 +128,25 @@ def test_catalog_lists_the_ready_demo_environments(demo):
     assert "[issue_tracker](/assets/verifiers?partition=issue_tracker) | yes | 10/10 |" in meta["environments"].value
 
 
+def test_synthesis_statistics_of_the_demo_batch(demo):
+    """The paper's Table 1 from what the stages stored: every stage succeeded, recorded corrections count."""
+    from awm_assets.statistics_asset import synthesis_statistics_asset
+
+    result = dg.materialize([synthesis_statistics_asset], resources={"store": StoreResource(root=str(demo["root"]))})
+    meta = result.asset_materializations_for_node("synthesis_statistics")[0].metadata
+    assert meta["environments_ready"].value == 3
+    stats = json.loads((demo["root"] / "synthesis_statistics.json").read_text())
+    [batch] = [b for b in stats["batches"] if b["batch"] == "demo"]
+    rows = {r["stage"]: r for r in batch["stages"]}
+    assert all(r["scenarios"] == 3 and r["success_rate"] == 1.0 for r in rows.values())
+    # Recorded first attempts that failed: db_schema once (issue_tracker), env_code twice, verifiers once.
+    assert rows["db_schema"]["mean_attempts"] == round(4 / 3, 3) and rows["env_code"]["mean_attempts"] == round(5 / 3, 3)
+    assert rows["env_code"]["llm_calls"] >= 5 and rows["tasks"]["prompt_tokens"] > 0
+    assert batch["generation"]["accepted"] == 3 and batch["generation"]["llm_calls"] == 2
+    assert batch["tokens"] > 0 and batch["cost_per_100_environments_usd"] == 0.0  # replay costs nothing
+    assert {r.data["stage"] for r in meta["per_stage"].value.records} >= {"tasks", "verifiers"}
+
+
 def test_catalog_of_the_corpus_excludes_vacuous_verifiers(corpus_store):
     """The do-nothing audit runs on imported environments too; a vacuous verifier's task is left out."""
     result = dg.materialize([environment_catalog], resources={"store": StoreResource(root=str(corpus_store.root))})

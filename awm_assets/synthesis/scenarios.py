@@ -119,13 +119,15 @@ def batch_record_path(store: ArtifactStore, batch_key: str):
     return store.root / "batches" / f"{batch_key}.json"
 
 
-def record_batch(store: ArtifactStore, batch: SeedBatch, result: GenerationResult) -> None:
-    """Remember which file version a batch was generated from, so sensors do not generate it twice."""
+def record_batch(store: ArtifactStore, batch: SeedBatch, result: GenerationResult,
+                 usage: dict[str, Any] | None = None) -> None:
+    """Remember which file version a batch was generated from (so sensors do not generate it twice) and
+    what generating it cost (synthesis statistics)."""
     from awm_resources.store import atomic_write_json
 
     atomic_write_json(batch_record_path(store, batch.key), {
         "batch": batch.key, "path": str(batch.path), "digest": batch.digest, "counts": result.counts(),
-        "decisions": [vars(d) for d in result.decisions]})
+        "usage": usage or {}, "decisions": [vars(d) for d in result.decisions]})
 
 
 def batch_already_generated(store: ArtifactStore, batch: SeedBatch) -> bool:

@@ -1,0 +1,43 @@
+"""`synthesis_statistics`: the paper's Table 1 for every seed batch and overall (thin; see synthesis.statistics)."""
+
+import dagster as dg
+
+from awm_resources.store import PIPELINE_STAGES, atomic_write_json
+
+from awm_assets.resources import StoreResource
+from awm_assets.synthesis.statistics import synthesis_statistics
+from awm_assets.ui_tables import records_table
+
+STATISTICS_FILE = "synthesis_statistics.json"
+COLUMNS = ["batch", "stage", "scenarios", "succeeded", "degraded", "failed", "imported", "success_rate", "mean_attempts",
+           "llm_calls", "prompt_tokens", "completion_tokens", "cost_usd"]
+
+
+@dg.asset(
+    name="synthesis_statistics",
+    deps=[dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES],
+    group_name="catalog",
+    kinds={"json"},
+    description="Synthesis statistics as the paper's Table 1: per seed batch and stage the success rate, mean "
+                "attempts, tokens and cost (error summaries included); cost per 100 ready environments.",
+)
+def synthesis_statistics_asset(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
+    st = store.get_store()
+    stats = synthesis_statistics(st)
+    atomic_write_json(st.root / STATISTICS_FILE, stats)
+    rows = [{"batch": b["batch"], **r} for b in [*stats["batches"], stats["overall"]] for r in b["stages"]]
+    batches = [{"batch": b["batch"], "scenarios": b["scenarios"], "ready": b["ready"], "tokens": b["tokens"],
+                "cost_usd": b["cost_usd"], "cost_per_100_environments_usd": b["cost_per_100_environments_usd"]}
+               for b in [*stats["batches"], stats["overall"]]]
+    overall = stats["overall"]
+    context.log.info(f"{overall['ready']} ready environments, ${overall['cost_usd']:.4f} in all")
+    return dg.MaterializeResult(metadata={
+        "environments_ready": overall["ready"],
+        "cost_usd": overall["cost_usd"],
+        "cost_per_100_environments_usd": overall["cost_per_100_environments_usd"] or 0.0,
+        "tokens": overall["tokens"],
+        "per_batch": records_table(batches, ["batch", "scenarios", "ready", "tokens", "cost_usd",
+                                             "cost_per_100_environments_usd"]),
+        "per_stage": records_table(rows, COLUMNS),
+        "statistics_file": dg.MetadataValue.path(str(st.root / STATISTICS_FILE)),
+    })
