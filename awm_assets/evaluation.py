@@ -20,7 +20,10 @@ class EvaluationConfig(dg.Config):
     window: int = Field(default=10, description="history window w (-1: full history)")
     max_turns: int = 20
     concurrency: int = 4
-    temperature: float = 1.0
+    # The paper's evaluation decoding (Qwen3's recommended thinking-mode sampling).
+    temperature: float = 0.6
+    top_p: float = 0.95
+    top_k: int = Field(default=20, description="0: no top-k cut")
     max_new_tokens: int = 2048
 
 
@@ -39,7 +42,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
 
     st = store.get_store()
     policy = make_policy(config.policy, api_base=config.policy_api_base, temperature=config.temperature,
-                         max_new_tokens=config.max_new_tokens)
+                         top_p=config.top_p, top_k=config.top_k, max_new_tokens=config.max_new_tokens)
     judge = Judge(config.judge_mode, llm=judge_llm.get_client() if config.judge_mode != "code" else None)  # type: ignore[arg-type]
     out_dir = st.root / "evaluations" / f"{time.strftime('%Y%m%d-%H%M%S')}-{context.run.run_id[:8]}"
     with EnvironmentPool(st.root) as pool:

@@ -110,17 +110,30 @@ class ChatModelPolicy:
     """A litellm chat model via LLMClient (API, or a vLLM/OpenAI-compatible server via api_base)."""
 
     def __init__(self, client: Any, *, stage: str = "rollout", max_tokens: int = 2048,
-                 temperature: float | None = None) -> None:
+                 temperature: float | None = None, top_p: float | None = None, top_k: int | None = None) -> None:
         self.client = client
         self.stage = stage
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.top_p, self.top_k = top_p, top_k
         self.name = f"chat:{client.model}"
+
+    def _sampling(self) -> dict[str, Any]:
+        """top_p / top_k where the provider takes them (litellm's model information), else left out."""
+        from awm_resources.llm import REPLAY_MODEL, model_profile
+
+        model = self.client.model_for(self.stage) if hasattr(self.client, "model_for") else self.client.model
+        supported = model_profile(model).supported_params if model != REPLAY_MODEL else frozenset()
+        out: dict[str, Any] = {k: v for k, v in (("top_p", self.top_p), ("top_k", self.top_k))
+                               if v is not None and k in supported}
+        if self.top_k and "top_k" not in supported and model.startswith("hosted_vllm/"):
+            out["extra_body"] = {"top_k": self.top_k}  # vLLM's server takes top_k beyond the OpenAI protocol
+        return out
 
     def generate(self, request: PolicyRequest) -> PolicyOutput:
         from awm_resources.llm import CallTag, LLMError
 
-        params: dict[str, Any] = {"max_tokens": self.max_tokens}
+        params: dict[str, Any] = {"max_tokens": self.max_tokens, **self._sampling()}
         if self.temperature is not None:
             params["temperature"] = self.temperature
         tag = CallTag(stage=self.stage, scenario=request.scenario, item=f"t{request.task_idx}.turn{request.turn}")
@@ -146,13 +159,14 @@ class TransformersPolicy:
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 512, temperature: float = 1.0,
-                 name: str = "transformers", seed: int | None = None) -> None:
+                 top_p: float = 1.0, top_k: int = 0, name: str = "transformers", seed: int | None = None) -> None:
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError("TransformersPolicy needs a tokenizer with a chat template (Qwen3 format)")
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
+        self.top_p, self.top_k = top_p, top_k
         self.name = name
         self.seed = seed
         self._lock = threading.Lock()
@@ -184,7 +198,8 @@ class TransformersPolicy:
                 max_new_tokens=self.max_new_tokens,
                 do_sample=self.temperature > 0,
                 temperature=self.temperature if self.temperature > 0 else None,
-                top_k=0 if self.temperature > 0 else None,
+                top_k=self.top_k if self.temperature > 0 else None,
+                top_p=self.top_p if self.temperature > 0 else None,
                 eos_token_id=eos,
                 pad_token_id=self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos[0],
             )
@@ -202,13 +217,15 @@ class TransformersPolicy:
 class VLLMPolicy:
     """vLLM in-process (`vllm.LLM.chat` with the meta-tools); needs `pip install .[gpu]` and a GPU."""
 
-    def __init__(self, model: str, *, max_new_tokens: int = 2048, temperature: float = 1.0, **llm_kwargs: Any) -> None:
+    def __init__(self, model: str, *, max_new_tokens: int = 2048, temperature: float = 1.0, top_p: float = 1.0,
+                 top_k: int = -1, **llm_kwargs: Any) -> None:
         try:
             from vllm import LLM, SamplingParams
         except ImportError as exc:
             raise PolicyError("VLLMPolicy needs the 'vllm' package (pip install '.[gpu]' on a GPU machine)") from exc
         self.llm = LLM(model=model, **llm_kwargs)
-        self.sampling = SamplingParams(max_tokens=max_new_tokens, temperature=temperature)
+        self.sampling = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                       top_k=top_k if top_k > 0 else -1)
         self.name = f"vllm:{model}"
         self._lock = threading.Lock()
 
@@ -247,8 +264,8 @@ def parse_policy_spec(text: str) -> PolicySpec:
 
 def make_policy(spec: PolicySpec | str, *, solutions_dir: Path | None = None, api_base: str | None = None,
                 api_key: str | None = None, max_new_tokens: int = 2048, temperature: float = 1.0,
-                cache_dir: Path | None = None) -> Policy:
-    """Build a policy from its spec string."""
+                top_p: float = 1.0, top_k: int = 0, cache_dir: Path | None = None) -> Policy:
+    """Build a policy from its spec string; `top_k` 0 means no top-k cut."""
     if isinstance(spec, str):
         spec = parse_policy_spec(spec)
     if spec.kind == "reference":
@@ -262,13 +279,15 @@ def make_policy(spec: PolicySpec | str, *, solutions_dir: Path | None = None, ap
 
         client = LLMClient(spec.target, api_base=api_base, api_key=api_key, temperature=temperature,
                            max_tokens=max_new_tokens)
-        return ChatModelPolicy(client, max_tokens=max_new_tokens)
+        return ChatModelPolicy(client, max_tokens=max_new_tokens, top_p=top_p if top_p < 1.0 else None,
+                               top_k=top_k or None)
     if spec.kind == "transformers":
-        return TransformersPolicy.from_pretrained(spec.target, max_new_tokens=max_new_tokens, temperature=temperature)
+        return TransformersPolicy.from_pretrained(spec.target, max_new_tokens=max_new_tokens, temperature=temperature,
+                                                  top_p=top_p, top_k=top_k)
     if spec.kind == "tiny":
         from awm_rl.tiny_model import build_tiny_qwen3
 
         model, tokenizer = build_tiny_qwen3(cache_dir)
         return TransformersPolicy(model, tokenizer, max_new_tokens=min(max_new_tokens, 128),
-                                  temperature=temperature, name="tiny", seed=0)
-    return VLLMPolicy(spec.target, max_new_tokens=max_new_tokens, temperature=temperature)
+                                  temperature=temperature, top_p=top_p, top_k=top_k, name="tiny", seed=0)
+    return VLLMPolicy(spec.target, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k)

@@ -41,3 +41,17 @@ def test_a_failing_server_is_a_policy_error(server):
     server.faults.extend([Fault(status=500), Fault(status=500)])
     with pytest.raises(PolicyError, match="after 2 tries"):
         policy.generate(REQUEST)
+
+
+@pytest.mark.parametrize("model, wire", [("openai/gpt-4.1", {"top_p": 0.95}),
+                                         ("hosted_vllm/Qwen/Qwen3-8B", {"top_p": 0.95, "top_k": 20})])
+def test_evaluation_decoding_reaches_the_wire(server, model, wire):
+    """The paper's evaluation sampling (temperature 0.6, top-p 0.95, top-k 20) as each provider takes it."""
+    from awm_rl.agent.policies import make_policy
+
+    policy = make_policy(f"chat:{model}", api_base=f"{server.url}/v1", api_key="sk-test", temperature=0.6,
+                         top_p=0.95, top_k=20, max_new_tokens=64)
+    policy.generate(REQUEST)
+    body = server.requests[-1].body
+    assert body["temperature"] == 0.6 and {k: body.get(k) for k in wire} == wire
+    assert ("top_k" in body) == ("top_k" in wire)
