@@ -191,6 +191,9 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
     pool = EnvironmentPool(store_root, num_hosts=num_hosts, max_instances=instances + 64, prefetch=4)
     out["pool_start_ms"] = round((time.perf_counter() - t0) * 1000, 1)
     out["hosts"] = len(pool._actors)
+    # OS isolation of the host workers ("bubblewrap": generated code runs in a sandboxed worker behind
+    # a pipe from each host actor; "none: <reason>": in the actor under Python-level guards only)
+    out["os_isolation"] = sorted({str(st.get("isolation")) for st in pool.host_stats()})[0]
     try:
         # cold start: the first acquire of each scenario imports it on one host
         cold, cold_cpu = {}, {}
@@ -242,6 +245,8 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
         out["reset_ms_p50"] = _p50(resets)
         out["host_batch_call_ms_p50"] = _p50(host_wall)
         out["host_batch_call_cpu_ms_p50"] = _p50(host_cpu)
+        # the actor <-> isolated worker pipe, per batch (not part of the per-operation times above)
+        out["host_pipe_ms_p50"] = pool.host_stats()[0].get("pipe_ms_p50")
 
         # latency: one call at a time through the pool
         handles = {s: pool.acquire(s) for s in scenarios}
@@ -619,6 +624,7 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
         except (KeyError, TypeError):
             targets[name] = False
     return {"ours": ours, "baseline": baseline, "ratios": ratios, "targets": targets,
+            "os_isolation": ours.get("os_isolation"),
             "all_targets_met": all(targets.values()), "scenarios": scenarios, "skipped": ours["skipped"],
             "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
                         # other work on the machine slows both sides; the 1-minute load average says how much
@@ -671,5 +677,6 @@ def main(argv: list[str]) -> int:
             print(f"  {key:24s} ours {o.get(key)!s:>10}  baseline {b.get(key)!s:>10}  ratio {r.get(key)}")
         print(f"  host_call_ms_p50 {o.get('host_call_ms_p50')} (batched in the host: {o.get('host_batch_call_ms_p50')} ms, "
               f"{o.get('host_batch_call_cpu_ms_p50')} ms CPU)  total_mb {o.get('total_mb')} for {o['instances']} instances")
+        print(f"  os isolation of the hosts: {o.get('os_isolation')} (pipe {o.get('host_pipe_ms_p50')} ms per batch)")
         print("targets: " + ", ".join(f"{k}={'met' if v else 'MISSED'}" for k, v in report["targets"].items()))
     return 0

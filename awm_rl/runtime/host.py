@@ -286,6 +286,14 @@ class ScenarioHost:
         write_db_file(self._conn(inst) if inst.slot.conn is not None else self.template, final)
         return initial, final
 
+    def snapshot_bytes(self, iid: str) -> tuple[str, bytes, str, bytes]:
+        """(initial file name, its image, final file name, its image): `snapshot` for a worker that cannot
+        write the caller's folder (an isolated host worker; its actor writes the files)."""
+        inst = self._get(iid)
+        final = inst.slot.conn.serialize() if inst.slot.conn is not None else self.template
+        return (f"{self.scenario}.{self._prefix}.initial.db", self.template,
+                f"{iid.replace(':', '.')}.final.db", final)
+
     # -- tools -------------------------------------------------------------------------------
     def list_tools(self) -> list[dict[str, Any]]:
         return self._specs
@@ -494,6 +502,9 @@ class MultiHost:
     def snapshot(self, iid: str, out_dir: Path | str) -> tuple[str, str]:
         a, b = self._host(iid).snapshot(iid, Path(out_dir))
         return str(a), str(b)
+
+    def snapshot_bytes(self, iid: str) -> tuple[str, bytes, str, bytes]:
+        return self._host(iid).snapshot_bytes(iid)
 
     def list_tools(self, scenario: str) -> list[dict[str, Any]]:
         self.load(scenario)
