@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from awm_resources.embedder import Embedder
+from awm_resources.embedder import ApiEmbedder, Embedder
 from awm_resources.llm import REPLAY_MODEL, LLMClient, stage_settings_from_env
 from awm_resources.store import ArtifactStore, default_home
 
@@ -68,16 +68,23 @@ class StoreResource(dg.ConfigurableResource):
 
 
 class EmbedderResource(dg.ConfigurableResource):
-    """Sentence embeddings for scenario dedup."""
+    """Sentence embeddings for scenario dedup: the bundled MiniLM offline, or an API model through litellm."""
 
+    model: str | None = Field(default=None, description="litellm embedding model, e.g. openai/text-embedding-3-large "
+                              "(as the paper); empty: the local sentence-transformers model")
+    api_base: str | None = Field(default=None, description="API base of the embedding model")
+    api_key: str | None = Field(default=None, description="API key of the embedding model; pass as EnvVar")
+    dedup_threshold: float | None = Field(default=None, description="cosine at which a scenario is a duplicate with "
+                                          "this model (default: the synthesis setting, 0.85)")
     model_path: str | None = Field(default=None, description="sentence-transformers folder; default: the bundled MiniLM")
     device: str = "cpu"
 
-    _embedder: Embedder | None = PrivateAttr(default=None)
+    _embedder: Embedder | ApiEmbedder | None = PrivateAttr(default=None)
 
-    def get_embedder(self) -> Embedder:
+    def get_embedder(self) -> Embedder | ApiEmbedder:
         if self._embedder is None:
-            self._embedder = Embedder(Path(self.model_path) if self.model_path else None, self.device)
+            self._embedder = (ApiEmbedder(self.model, api_base=self.api_base or None, api_key=self.api_key or None)
+                              if self.model else Embedder(Path(self.model_path) if self.model_path else None, self.device))
         return self._embedder
 
 
@@ -100,9 +107,12 @@ class SynthesisSettings(dg.ConfigurableResource):
     tasks_per_scenario: int = 10
     schema_threshold: float = Field(default=0.10, description="max share of failing tables")
     sample_threshold: float = Field(default=0.10, description="max share of failing INSERTs")
-    candidates_per_batch: int = 8
-    dedup_threshold: float = Field(default=0.85, description="reject a scenario at cosine >= this to a kept one")
-    max_per_category: int = 50
+    candidates_per_batch: int = Field(default=8, description="candidates asked for per generation round")
+    target_scenarios: int | None = Field(default=None, description="generate rounds until this many scenarios of the "
+                                         "batch are accepted (the paper's loop); empty: one round")
+    max_generation_rounds: int = Field(default=10, description="rounds at most when target_scenarios is set")
+    dedup_threshold: float = Field(default=0.85, description="reject a scenario at cosine >= this to a kept one or a seed")
+    max_per_category: int = Field(default=50, description="accepted scenarios at most per category of the fixed list")
     env_check_timeout_s: float = 60.0
     verifier_timeout_s: float = 10.0
 
@@ -131,7 +141,8 @@ def build_resources() -> dict:
         "judge_llm": LLMResource(model=env_or("AWM_JUDGE_MODEL", "replay"), api_base=env_or("AWM_JUDGE_API_BASE"),
                                  api_key=env_or("AWM_JUDGE_API_KEY"), temperature=0.0),
         "store": StoreResource(root=env_or("AWM_HOME")),
-        "embedder": EmbedderResource(),
+        "embedder": EmbedderResource(model=env_or("AWM_EMBEDDING_MODEL"), api_base=env_or("AWM_EMBEDDING_API_BASE"),
+                                     api_key=env_or("AWM_EMBEDDING_API_KEY")),
         "ray": RayResource(address=env_or("RAY_ADDRESS")),
         "synthesis": SynthesisSettings(),
     }

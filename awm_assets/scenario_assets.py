@@ -80,8 +80,9 @@ def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConf
     client = llm.get_client()
     try:
         result = generate_scenarios(batch, st, client, embedder.get_embedder(), GenerationSettings(
-            candidates=synthesis.candidates_per_batch, dedup_threshold=synthesis.dedup_threshold,
-            max_per_category=synthesis.max_per_category))
+            candidates=synthesis.candidates_per_batch, dedup_threshold=embedder.dedup_threshold or synthesis.dedup_threshold,
+            max_per_category=synthesis.max_per_category, target=synthesis.target_scenarios,
+            max_rounds=synthesis.max_generation_rounds))
     except ReplayMissingError as exc:
         raise dg.Failure(description=f"{exc}\n{REAL_LLM_NOTE}", allow_retries=False) from exc
     keys = register_accepted(result, st, batch)

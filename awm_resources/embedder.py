@@ -46,8 +46,42 @@ class Embedder:
                 _MODELS[key] = SentenceTransformer(str(self.model_path), device=self.device)
             return _MODELS[key]
 
+    name = "all-MiniLM-L6-v2 (bundled)"
+
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
         return np.asarray(self._model().encode(texts, normalize_embeddings=True, convert_to_numpy=True,
                                                show_progress_bar=False), dtype=np.float32)
+
+
+class ApiEmbedder:
+    """An embedding model behind an API, through litellm (e.g. `openai/text-embedding-3-large`, as the paper
+    uses): normalised like the local one, in batches; the model information comes from litellm's local map."""
+
+    def __init__(self, model: str, *, api_base: str | None = None, api_key: str | None = None,
+                 batch_size: int = 64, timeout_s: float = 60.0):
+        self.model, self.api_base, self.api_key = model, api_base, api_key
+        self.batch_size, self.timeout_s = batch_size, timeout_s
+        self.name = model
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            chunk = texts[start:start + self.batch_size]
+            try:
+                response = litellm.embedding(model=self.model, input=chunk, api_base=self.api_base,
+                                             api_key=self.api_key, timeout=self.timeout_s)
+            except Exception as exc:  # noqa: BLE001 - say which model and how many texts failed
+                raise RuntimeError(f"embedding {len(chunk)} text(s) with {self.model} failed: "
+                                   f"{type(exc).__name__}: {exc}") from exc
+            items = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
+            rows += [list(d["embedding"] if isinstance(d, dict) else d.embedding) for d in items]
+        vecs = np.asarray(rows, dtype=np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        return vecs / np.where(norms == 0, 1.0, norms)

@@ -26,6 +26,7 @@ class SuitabilityVerdict(BaseModel):
     name: str
     suitable: bool
     reason: str = ""
+    category: str = ""  # one of the fixed list (synthesis.scenarios.CATEGORIES)
 
 
 class SuitabilityVerdicts(BaseModel):

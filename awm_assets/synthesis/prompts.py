@@ -1,7 +1,14 @@
-"""Stage prompts, written from the AWM paper's rules (../shared/DESIGN.md, points 1-8).
+"""Stage prompts, written from the AWM paper's rules (../shared/DESIGN.md, points 1-8) and the requirements
+the published pipeline states stage by stage, in our own words.
 
 Every builder returns chat messages. `corrections` are the error summaries of earlier failed attempts
 of the same stage: they go into the regeneration prompt, which is the paper's self-correction loop.
+
+Deliberate differences from the published pipeline: its environments may not raise errors at all, so a
+missing record comes back as null fields or an empty 200; ours answer 404 with a detail, 409 for a repeated
+unique value and 422 for a forbidden value, because an agent learns from an error it can read and the
+quality gate (awm_rl.quality) tells a client error from a server error; and its handlers may not use
+try/except, while ours close their session in `finally`, so that a failed write never leaks a transaction.
 """
 
 from __future__ import annotations
@@ -30,32 +37,46 @@ def _context(name: str, description: str, task_list: list[str], schema_sql: str)
     return f"Scenario: {name}\n{description}\n\nTasks:\n{_tasks_block(task_list)}\n\nSchema:\n{schema_sql}"
 
 
-def scenario_generation(seeds: list[dict[str, Any]], existing: list[str], n: int) -> list[dict[str, str]]:
+def scenario_generation(seeds: list[dict[str, Any]], existing: list[str], n: int,
+                        categories: list[str] | None = None) -> list[dict[str, str]]:
     examples = "\n".join(f"- {s['name']}" + (f": {s['description']}" if s.get("description") else "") for s in seeds)
-    taken = "\n".join(f"- {e}" for e in existing[:200]) or "(none yet)"
+    taken = "\n".join(f"- {e}" for e in existing[-200:]) or "(none yet)"
+    cats = ", ".join(categories or []) or "a short snake_case domain name"
     return _messages(
         f"""Generate {n} new scenarios of stateful web applications, inspired by (not copies of) these seed sites:
 {examples}
 
-A scenario is one application whose core functions are create/read/update/delete operations over a
-relational database: name it and describe, in 2-4 sentences, its entities and what a signed-in user does.
-Vary domains; stay concrete. Give each a short snake_case `category` (e.g. e_commerce, developer_tools).
-Avoid these scenarios, which we already have:
+The test of a good scenario: can its data be synthesized? Everything a user does must be reads and
+writes of records that we can invent as rows of a relational database (users, items, orders, bookings,
+messages, schedules, balances). Good: a clinic's appointment book, a team's expense reports, a gym's class
+bookings, a marketplace's listings and offers. Not suitable: sites whose value is content we cannot
+fabricate at scale (news, encyclopedias, video or music catalogues with playback), real-time data (live
+prices, GPS tracking streams, sensor feeds), web search, or AI inference (chatbots, image generators).
+
+For each scenario give a name, a description of 150 to 300 words (its entities and their relations, what
+a signed-in user creates, reads, updates and deletes, and the rules the application enforces), and a
+`category` from this list: {cats}. Vary the domains and stay concrete. Avoid these, which we already have:
 {taken}
 
 Answer with JSON: {{"scenarios": [{{"name": str, "description": str, "category": str}}]}}""")
 
 
-def scenario_classification(candidates: list[dict[str, str]]) -> list[dict[str, str]]:
+def scenario_classification(candidates: list[dict[str, str]], categories: list[str] | None = None) -> list[dict[str, str]]:
     listing = "\n".join(f"- {c['name']}: {c['description']}" for c in candidates)
+    cats = ", ".join(categories or []) or "a short snake_case domain name"
     return _messages(
         f"""For each scenario below, decide whether it is suitable for a simulated environment whose state is
-a SQLite database and whose actions are CRUD API calls. Unsuitable: apps whose core is media rendering,
-real-time hardware, pure computation, or anything without persistent user-owned records.
+a SQLite database and whose actions are CRUD API calls, and file it under one category.
+Suitable: the core of the application is persistent records a signed-in user creates, reads, updates and
+deletes, and realistic data for them can be invented. Unsuitable: content-heavy sites (news, media
+catalogues), real-time data or hardware, web search, AI inference, pure computation, or anything without
+persistent user-owned records.
+Categories (pick exactly one): {cats}
 
 {listing}
 
-Answer with JSON: {{"verdicts": [{{"name": str, "suitable": bool, "reason": str}}]}} (one per scenario, same names).""")
+Answer with JSON: {{"verdicts": [{{"name": str, "suitable": bool, "reason": str, "category": str}}]}}
+(one per scenario, same names).""")
 
 
 def tasks(name: str, description: str, n: int = 10, corrections: list[str] | None = None) -> list[dict[str, str]]:
@@ -64,10 +85,15 @@ def tasks(name: str, description: str, n: int = 10, corrections: list[str] | Non
 {description}
 
 Write {n} distinct user tasks for this application. Rules:
-- Each is solvable purely through the application's API (no UI actions such as clicking or scrolling).
-- The user is already signed in as user id 1: no login, registration, password or 2FA tasks.
-- Concrete and self-contained: give every parameter (names, unique titles, amounts, dates, ids where natural).
-- Mix reads and writes and difficulty (from one API call to about six).
+- One sentence each that carries every value the task needs (the title to create, the amount, the date,
+  the name of the record to change): an agent must be able to act without asking back.
+- Solvable purely through the application's API: no UI actions (clicking, scrolling, downloading a file,
+  opening a page).
+- The user is already signed in as user id 1: no login, logout, registration, password or 2FA tasks; tasks
+  speak for that user.
+- A range of difficulty: a few single lookups or edits, most needing two to five calls, and one or two that
+  chain reads and writes across several resources (find something, then change it).
+- A mix of reads (answer a question from the data) and writes (create, update, delete).
 
 Answer with JSON: {{"tasks": [str, ...]}}""", corrections)
 
@@ -81,9 +107,14 @@ Tasks the database must support:
 {_tasks_block(task_list)}
 
 Design the SQLite schema, inferred from the tasks and holding only what they need. Rules:
-- No authentication data (no passwords, tokens, sessions). User id 1 is the current user.
-- Foreign keys (REFERENCES) and indexes for the columns tasks filter by; CHECK constraints where natural.
-- Valid SQLite: one CREATE TABLE per table, then its CREATE INDEX statements.
+- SQLite types only (INTEGER, TEXT, REAL, BLOB); dates and times as TEXT in ISO 8601 ('YYYY-MM-DD HH:MM:SS').
+- Every table has `id INTEGER PRIMARY KEY`, and `created_at` / `updated_at` columns
+  (TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP) where rows change over time.
+- A `users` table with profile fields only (id, username, email, display name and similar): no passwords,
+  tokens, sessions or other authentication data. User id 1 is the current user.
+- Foreign keys (REFERENCES) for every relation, UNIQUE where the domain demands it, CHECK constraints for
+  enumerations, and indexes for the columns tasks filter or sort by.
+- Valid SQLite: one CREATE TABLE per table, then its CREATE INDEX statements; no sample rows.
 
 Answer with JSON: {{"tables": [{{"name": str, "ddl": "CREATE TABLE ...", "indexes": ["CREATE INDEX ...", ...]}}]}}""",
         corrections)
@@ -95,10 +126,14 @@ def sample_data(name: str, description: str, task_list: list[str], schema_sql: s
         f"""{_context(name, description, task_list, schema_sql)}
 
 Write INSERT statements for the initial state so that EVERY task is feasible from it. Rules:
-- Rows that match and rows that do not match each task's filters; 5-10+ rows for anything listed.
-- Existing targets for every update or delete a task asks for; user id 1 owns most of the data.
-- Explicit ids, fixed timestamps (no datetime('now')), foreign-key order (parents first); they run with
-  PRAGMA foreign_keys=ON.
+- For each task, the rows it reads, updates, deletes or aggregates exist (the record to rename, the order
+  to cancel, enough rows for a total or a "most recent" to mean something), plus rows that do NOT match its
+  filters, so that a careless agent can be wrong.
+- Explicit column lists in every INSERT (`INSERT INTO t (a, b) VALUES (...)`) and explicit ids.
+- Realistic, varied values spread over time (timestamps across weeks or months, fixed literals, never
+  datetime('now')); names, amounts and texts that look like the real application's.
+- User 1's rows first; user 1 owns most of the data the tasks touch, other users exist too.
+- Parents before children (they run with PRAGMA foreign_keys=ON); 5 to 15 rows for anything listed.
 
 Answer with JSON: {{"tables": [{{"table_name": str, "reasoning": str, "insert_statements": ["INSERT ...", ...]}}]}}""",
         corrections)
@@ -109,10 +144,16 @@ def api_spec(name: str, description: str, task_list: list[str], schema_sql: str,
     return _messages(
         f"""{_context(name, description, task_list, schema_sql)}
 
-Design the minimal REST API that lets an agent complete every task. For each endpoint give: path, method,
-summary, description, operation_id (snake_case; it becomes the tool name), tags, request_params
-({{name: {{type, param_type: query|path|body, required, description, example}}}}), response (a JSON schema
-sketch), required_tables and required_fields ({{table: [columns]}}). The current user is id 1; no auth endpoints.
+Design the REST API an agent uses to complete every task. Rules:
+- Atomic, reusable CRUD endpoints over the schema's tables (list with filters, get one, create, update,
+  delete), composed by the agent for multi-step tasks; not one endpoint per task.
+- Exact table and column names of the schema; no authentication endpoints; no `user_id` parameters: the
+  current user is id 1 and the server applies that itself.
+- For each endpoint: path, method, summary (one line), description (one line: what it does and when to use
+  it), operation_id (unique snake_case; it becomes the tool name), tags, request_params
+  ({{name: {{type, param_type: query|path|body, required, description, example}}}}), response (every field
+  with its type, description and an example; arrays with their item fields), required_tables and
+  required_fields ({{table: [columns]}}).
 
 Answer with JSON: {{"api_groups": [{{"group_name": str, "endpoints": [...]}}]}}""", corrections)
 
@@ -130,37 +171,56 @@ API spec:
 {json.dumps(spec, indent=1, ensure_ascii=False)}
 
 Implement the whole API as ONE Python file. Rules:
-- FastAPI + SQLAlchemy 2 ORM + Pydantic v2 models. ORM models match the schema exactly.
+- FastAPI + SQLAlchemy 2 ORM + Pydantic v2. ORM models for exactly the schema's tables and columns: where
+  the spec and the schema disagree, the schema wins. ORM only, no raw SQL.
 - `DATABASE_PATH = os.getenv("DATABASE_PATH", "app.db")` and, on one line,
   `engine = create_engine(f"sqlite:///{{DATABASE_PATH}}", connect_args={{"check_same_thread": False}})`;
-  `Base.metadata.create_all(engine)` at import.
-- Every endpoint of the spec, with `operation_id=` equal to the spec's, summary, description, tags and a
-  response_model. GET/DELETE take path and query parameters; POST/PUT/PATCH take path parameters and ONE
-  Pydantic body model. The current user is id 1. Missing records raise HTTPException(404) with a clear detail.
+  `Base.metadata.create_all(engine)` at import; the FastAPI app defined before any route.
+- One session per request: open it in the handler, commit writes, close it in `finally`; read what the
+  response needs before the session closes.
+- Exactly one route per (method, path); every endpoint of the spec with `operation_id=` equal to the spec's,
+  summary, description, tags and a response_model. GET/DELETE take path and query parameters; POST/PUT/PATCH
+  take path parameters and ONE Pydantic body model. Every request and response field has
+  `Field(..., description=..., examples=[...])`. The current user is id 1, applied by the server.
+- Dates and times arrive as ISO 8601 strings: parse them into `datetime` before they reach DateTime columns,
+  and store them in the format the schema's data uses.
+- Names that collide with SQLAlchemy or Python (`metadata`, `query`, `registry`, keywords such as `from`,
+  `class`, `return`): use a safe attribute with the real column name, e.g. `metadata_ = Column("metadata", ...)`.
+- Errors an agent can act on: HTTPException(404) with a clear detail for a missing record, 409 when a
+  create or update would repeat a unique value (check first, or catch IntegrityError), 422 for a value the
+  domain forbids. Nothing else may escape as a 500.
 - End with `if __name__ == "__main__":` running uvicorn on `int(os.getenv("PORT", "8000"))`.
 
 Answer with the complete file in one ```python block.""", corrections)
 
 
-def verifier(name: str, task_idx: int, task: str, schema_sql: str, corrections: list[str] | None = None) -> list[dict[str, str]]:
+def verifier(name: str, task_idx: int, task: str, schema_sql: str, corrections: list[str] | None = None,
+             database: str = "") -> list[dict[str, str]]:
+    data = f"\nInitial database content (excerpt):\n{database}\n" if database else ""
     return _messages(
         f"""Scenario: {name}
 Schema:
 {schema_sql}
-
+{data}
 Task {task_idx}: {task}
 
 Write a verifier for this task that compares the database before (initial) and after (final) an agent
-acted. Define BOTH functions, standard library only, opening the databases read-only
-(sqlite3.connect(f"file:{{path}}?mode=ro", uri=True)), without printing, writing files or network:
-- `verify_task(initial_db_path: str, final_db_path: str) -> dict`: JSON-serialisable evidence for a judge
-  (relevant rows before and after, what changed).
-- `verify_task_completion(initial_db_path: str, final_db_path: str, final_answer: str | None = None) -> dict`:
-  `{{"result": "complete"}}` or `{{"result": "others", "reason": str}}`. On an unchanged database it must not
-  report "complete". For information-seeking tasks, check `final_answer` against the database.
+acted. Python standard library only; open the databases read-only
+(sqlite3.connect(f"file:{{path}}?mode=ro", uri=True)); no printing, file writes or network.
+
+1. SQL mode, `verify_task(initial_db_path: str, final_db_path: str) -> dict`: evidence for an LLM judge.
+   Query the rows the task concerns in both databases and return them (before, after, and what changed) as
+   JSON-serialisable values with clear keys. Do not decide anything here; the judge reads it with the
+   success and failure criteria you write below.
+2. Code mode, `verify_task_completion(initial_db_path: str, final_db_path: str, final_answer: str | None = None)
+   -> dict`: the verdict itself, `{{"result": "complete"}}` or `{{"result": "others", "reason": str}}`. Say
+   "complete" only when you are certain the task is done as asked: the intended change happened (compare with
+   the initial database, so that a row that already existed does not count), nothing unrelated was damaged,
+   and for information-seeking tasks `final_answer` states what the database says. An unchanged database
+   must never be "complete". Accept equivalent forms (case, whitespace, number formats) where a user would.
 
 Also write `reference_solution`: the tool calls (operation ids of the API, with JSON arguments taken from
-the sample data) that complete the task from the initial state, and the final answer an agent would give.
+the data above) that complete the task from the initial state, and the final answer an agent would give.
 It is executed against the environment, and your `verify_task_completion` must then say "complete".
 
 Answer with JSON: {{"reasoning": str, "success_criteria": str, "failure_criteria": str, "python_code": str,

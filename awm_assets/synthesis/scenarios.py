@@ -1,5 +1,7 @@
-"""Scenario generation for a seed batch: self-instruct candidates, CRUD-suitability classifier,
-embedding dedup against every kept scenario (all batches), and category caps."""
+"""Scenario generation for a seed batch, as the paper runs it: self-instruct candidates in rounds until the
+batch's target is accepted, a CRUD-suitability classifier that also files each candidate under one category
+of a fixed list, embedding dedup against every kept scenario (all batches) and the seeds themselves, and a
+cap per category."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from awm_resources.embedder import Embedder
 from awm_resources.llm import CallTag, LLMClient, parse_model
 from awm_resources.names import normalize_scenario_name
 from awm_resources.store import ArtifactStore
@@ -19,11 +20,30 @@ from awm_assets.synthesis.models import ScenarioCandidates, SuitabilityVerdicts
 from awm_assets.synthesis.seeds import SeedBatch
 
 
+# The fixed category list (domains of stateful web applications) that caps and diversity are counted over.
+CATEGORIES = (
+    "e_commerce", "marketplace", "booking_and_travel", "food_and_dining", "social_and_community",
+    "project_management", "developer_tools", "finance_and_banking", "subscriptions_and_memberships",
+    "inventory_and_logistics", "messaging_and_support", "lists_and_collections", "calendar_and_events",
+    "forms_and_surveys", "healthcare", "education", "real_estate", "hr_and_recruiting", "legal_and_compliance",
+    "media_streaming", "gaming", "smart_home_and_devices", "fitness_and_wellness", "pets", "automotive",
+    "nonprofit_and_fundraising", "other",
+)
+
+
+def category_of(name: str | None) -> str:
+    """A category of the fixed list ('other' for anything else)."""
+    key = normalize_scenario_name(name or "")
+    return key if key in CATEGORIES else "other"
+
+
 @dataclass
 class GenerationSettings:
     candidates: int = 8
     dedup_threshold: float = 0.85
     max_per_category: int = 50
+    target: int | None = None  # accepted scenarios wanted from the batch (None: one round)
+    max_rounds: int = 10
 
 
 @dataclass
@@ -60,48 +80,77 @@ def kept_scenarios(store: ArtifactStore) -> list[dict[str, Any]]:
     return out
 
 
-def generate_scenarios(batch: SeedBatch, store: ArtifactStore, llm: LLMClient, embedder: Embedder,
+def generate_scenarios(batch: SeedBatch, store: ArtifactStore, llm: LLMClient, embedder: Any,
                        settings: GenerationSettings) -> GenerationResult:
+    """Rounds of candidates (each round's prompt knows what is already kept) until `settings.target`
+    scenarios are accepted, or one round when no target is set; see the module docstring."""
     existing = kept_scenarios(store)
-    tag = CallTag(stage="scenarios", scenario=f"_batch_{batch.key}")
-    cands, _ = llm.chat_json(prompts.scenario_generation(list(batch.seeds), [e["name"] for e in existing],
-                                                         settings.candidates), ScenarioCandidates, tag=tag)
-    tag_cls = CallTag(stage="classify", scenario=f"_batch_{batch.key}")
-    verdicts, _ = llm.chat_json(prompts.scenario_classification([c.model_dump() for c in cands.scenarios]),
-                                SuitabilityVerdicts, tag=tag_cls)
-    verdict_by_name = {v.name.strip().lower(): v for v in verdicts.verdicts}
-
-    result = GenerationResult()
-    kept_texts = [f"{e['name']}: {e['description']}" for e in existing]
+    seeds = [f"{s['name']}: {s.get('description', '')}" for s in batch.seeds]
+    pool = Pool(embedder, [f"{e['name']}: {e['description']}" for e in existing], seeds)
     kept_keys = {e["key"] for e in existing}
-    kept_vecs = embedder.embed(kept_texts) if kept_texts else np.zeros((0, 384), dtype=np.float32)
-    categories = Counter(e["category"] for e in existing)
-    for cand in cands.scenarios:
-        key = normalize_scenario_name(cand.name)
-        category = normalize_scenario_name(cand.category)
-        d = Decision(cand.name.strip(), key, cand.description.strip(), category, "accepted")
-        verdict = verdict_by_name.get(cand.name.strip().lower())
-        if verdict is None or not verdict.suitable:
-            d.status = "rejected_classifier"
-            d.reason = verdict.reason if verdict else "the classifier gave no verdict for it"
-        elif key in kept_keys:
-            d.status, d.reason = "rejected_duplicate", f"a scenario with key {key!r} already exists"
-        else:
-            vec = embedder.embed([f"{cand.name}: {cand.description}"])
-            sims = kept_vecs @ vec[0] if len(kept_vecs) else np.zeros(0)
-            if len(sims) and float(sims.max()) >= settings.dedup_threshold:
-                j = int(sims.argmax())
-                d.status = "rejected_duplicate"
-                d.reason = f"cosine {float(sims[j]):.3f} >= {settings.dedup_threshold} to {kept_texts[j].split(':')[0]!r}"
+    categories = Counter(category_of(e["category"]) for e in existing)
+    names = [e["name"] for e in existing]
+    result = GenerationResult()
+    rounds = settings.max_rounds if settings.target else 1
+    for round_no in range(1, rounds + 1):
+        tag = CallTag(stage="scenarios", scenario=f"_batch_{batch.key}", attempt=round_no)
+        cands, _ = llm.chat_json(prompts.scenario_generation(list(batch.seeds), names, settings.candidates,
+                                                             list(CATEGORIES)), ScenarioCandidates, tag=tag)
+        tag_cls = CallTag(stage="classify", scenario=f"_batch_{batch.key}", attempt=round_no)
+        verdicts, _ = llm.chat_json(prompts.scenario_classification([c.model_dump() for c in cands.scenarios],
+                                                                    list(CATEGORIES)), SuitabilityVerdicts, tag=tag_cls)
+        verdict_by_name = {v.name.strip().lower(): v for v in verdicts.verdicts}
+        for cand in cands.scenarios:
+            verdict = verdict_by_name.get(cand.name.strip().lower())
+            key = normalize_scenario_name(cand.name)
+            category = category_of((verdict.category if verdict and verdict.category else None) or cand.category)
+            d = Decision(cand.name.strip(), key, cand.description.strip(), category, "accepted")
+            text = f"{cand.name}: {cand.description}"
+            if verdict is None or not verdict.suitable:
+                d.status = "rejected_classifier"
+                d.reason = verdict.reason if verdict else "the classifier gave no verdict for it"
+            elif key in kept_keys:
+                d.status, d.reason = "rejected_duplicate", f"a scenario with key {key!r} already exists"
+            elif (near := pool.nearest(text, settings.dedup_threshold)) is not None:
+                d.status, d.reason = "rejected_duplicate", near
             elif categories[category] >= settings.max_per_category:
                 d.status, d.reason = "capped", f"category {category!r} already has {categories[category]} scenarios"
             else:
-                kept_vecs = np.vstack([kept_vecs, vec]) if len(kept_vecs) else vec
-                kept_texts.append(f"{cand.name}: {cand.description}")
+                pool.add(text)
                 kept_keys.add(key)
+                names.append(d.name)
                 categories[category] += 1
-        result.decisions.append(d)
+            result.decisions.append(d)
+        if not settings.target or len(result.accepted()) >= settings.target:
+            break
     return result
+
+
+class Pool:
+    """The embeddings a candidate must not come too close to: kept scenarios, then the batch's seeds (a
+    scenario that restates a seed site is a copy, not a new environment)."""
+
+    def __init__(self, embedder: Any, kept: list[str], seeds: list[str]):
+        self.embedder = embedder
+        self.texts = [*kept, *seeds]
+        self.labels = [t.split(":")[0] for t in kept] + [f"seed {t.split(':')[0]}" for t in seeds]
+        self.vecs = embedder.embed(self.texts) if self.texts else None
+
+    def nearest(self, text: str, threshold: float) -> str | None:
+        """Why `text` is a duplicate (the closest entry at or above the threshold), else None."""
+        if self.vecs is None or not len(self.vecs):
+            return None
+        sims = self.vecs @ self.embedder.embed([text])[0]
+        j = int(sims.argmax())
+        if float(sims[j]) < threshold:
+            return None
+        return f"cosine {float(sims[j]):.3f} >= {threshold} to {self.labels[j]!r}"
+
+    def add(self, text: str) -> None:
+        vec = self.embedder.embed([text])
+        self.vecs = vec if self.vecs is None or not len(self.vecs) else np.vstack([self.vecs, vec])
+        self.texts.append(text)
+        self.labels.append(text.split(":")[0])
 
 
 def register_accepted(result: GenerationResult, store: ArtifactStore, batch: SeedBatch) -> list[str]:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from awm_resources.llm import extract_code, parse_model
-from awm_resources.sqlite_build import BuildResult, SampleTable, SchemaTable, build_database, sample_sql, schema_sql
+from awm_resources.sqlite_build import (BuildResult, SampleTable, SchemaTable, build_database, database_excerpt,
+                                       sample_sql, schema_sql)
 from awm_resources.store import atomic_path
 
 from awm_assets.synthesis import prompts
@@ -223,12 +224,14 @@ class VerifiersStage:
                 if f"task_{entry['task_idx']}" not in failed:
                     kept[entry["task_idx"]] = entry
         entries, sent, raw, errors, excerpts = [], {}, {}, {}, {}
+        # The initial data, within a budget: verifiers then query real names and values, not guessed ones.
+        database = database_excerpt(ctx.store.path(ctx.scenario, "initial.db"), max_chars=8000)
         for idx, task in enumerate(task_list):
             item = f"task_{idx}"
             if idx in kept:
                 entries.append(kept[idx])
                 continue
-            messages = prompts.verifier(name, idx, task, schema, ctx.corrections(item))
+            messages = prompts.verifier(name, idx, task, schema, ctx.corrections(item), database)
             response = ctx.llm.chat(messages, tag=ctx.tag(self.name, item))
             sent[item], raw[item] = messages, response.text
             try:

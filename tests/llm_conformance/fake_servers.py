@@ -26,6 +26,7 @@ from awm_resources.llm import extract_json
 CALL_HEADER = "x-awm-call"
 OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
 ANTHROPIC_PATHS = ("/v1/messages",)
+EMBEDDING_PATHS = ("/v1/embeddings", "/embeddings")
 JSON_TOOL_NAME = "json_tool_call"  # litellm's RESPONSE_FORMAT_TOOL_NAME for Anthropic without native output
 
 
@@ -64,6 +65,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         protocol = "openai" if path in OPENAI_PATHS else "anthropic" if path in ANTHROPIC_PATHS else None
         fake._record(Received(path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic()))
+        if path in EMBEDDING_PATHS:
+            return self._send(200, _embeddings_answer(body))
         if protocol is None:
             return self._send(404, {"error": {"message": f"no such route {path}", "type": "not_found"}})
         fault = fake._next_fault()
@@ -204,3 +207,21 @@ def _error_body(protocol: str, status: int, message: str | None = None) -> dict:
     if protocol == "anthropic":
         return {"type": "error", "error": {"type": kind, "message": message}}
     return {"error": {"message": message, "type": kind, "code": str(status)}}
+
+
+def _embeddings_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI-protocol embeddings: a bag of hashed words (texts sharing words point the same way), 64 floats."""
+    import hashlib
+    import math
+
+    texts = body.get("input") or []
+    texts = [texts] if isinstance(texts, str) else texts
+    data = []
+    for i, text in enumerate(texts):
+        vec = [0.0] * 64
+        for word in str(text).lower().split():
+            vec[int(hashlib.sha256(word.strip(".,:;").encode()).hexdigest(), 16) % 64] += 1.0
+        norm = math.sqrt(sum(v * v for v in vec)) or 1.0
+        data.append({"object": "embedding", "index": i, "embedding": [v / norm for v in vec]})
+    return {"object": "list", "data": data, "model": body.get("model", "fake-embedding"),
+            "usage": {"prompt_tokens": sum(len(str(t).split()) for t in texts), "total_tokens": 0}}
