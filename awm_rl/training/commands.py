@@ -78,6 +78,9 @@ def train_main(argv: list[str]) -> int:
         print(f"trained {summary['steps']} step(s); final model {summary['final_model']}; metrics "
               f"{summary['metrics_file']}; reward {last.get('reward_mean', 0):+.3f}, completed "
               f"{last.get('completion_rate', 0):.0%}")
+    from awm_rl.training.metrics import format_time_split
+
+    print(format_time_split(summary.get("time_split") or {}), file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

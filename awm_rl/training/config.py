@@ -2,9 +2,12 @@
 
 Defaults follow AWM (arXiv 2602.10090, training setup): G=16 rollouts per task, 64 tasks per
 step, mini-batch 16 tasks, lr 7e-7, KL 0.001, entropy 0, clip-high 0.28, temperature 1.0, 2,048
-response tokens per turn, a 32k context, 20 turns, sequence-level importance sampling, 96 steps,
-history window w=3. A YAML file overrides any of them section by section; unknown keys are
-errors (a typo must not silently train with a default).
+response tokens per turn, a 32k context, 20 turns, 96 steps, history window w=3. The paper's
+"sequence-level importance sampling" corrects the mismatch between the rollout engine (vLLM) and the
+trainer: token-level policy ratios (PPO clip per token) times a per-turn engine correction
+(`engine_correction*`, TRL's vllm_importance_sampling_correction), plain beta*KL. A YAML file
+overrides any of them section by section; unknown keys are errors (a typo must not silently train
+with a default).
 """
 
 from __future__ import annotations
@@ -71,7 +74,20 @@ class GRPOSettings(_Section):
     entropy_coef: float = 0.0
     epsilon: float = Field(default=0.2, gt=0, description="clip low")
     epsilon_high: float = Field(default=0.28, gt=0, description="clip high")
-    importance_sampling_level: Literal["sequence", "token"] = "sequence"
+    importance_sampling_level: Literal["sequence", "token"] = Field(
+        default="token", description="policy ratio pi/pi_old per token (PPO/GRPO clip, the paper) or TRL's GSPO "
+        "sequence mean (clips the average log-ratio, which leaves clip-high nearly inert)")
+    use_bias_correction_kl: bool = Field(
+        default=False, description="multiply the KL term by the policy ratio (TRL's DeepSeek-V3.2 option); "
+        "False: plain beta*KL as in the paper")
+    engine_correction: bool = Field(
+        default=True, description="weight each turn's loss by pi_trainer/pi_engine of its tokens (TRL's "
+        "vllm_importance_sampling_correction); with transformers generation the engine is the trainer: ratio 1")
+    engine_correction_mode: Literal["sequence_mask", "sequence_truncate", "token_mask", "token_truncate"] = Field(
+        default="sequence_mask", description="one ratio per turn (sequence_*) or per token; outside "
+        "[engine_correction_min, engine_correction_max] it is zeroed (*_mask) or clamped (*_truncate), counted per step")
+    engine_correction_min: float | None = Field(default=None, ge=0, description="lower bound (None: none)")
+    engine_correction_max: float = Field(default=3.0, gt=0, description="upper bound (TRL's default 3)")
     loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "grpo"
     scale_rewards: Literal["group", "batch", "none"] = "group"
     max_grad_norm: float = 1.0
@@ -84,6 +100,9 @@ class GRPOSettings(_Section):
 
     @model_validator(mode="after")
     def _divisible(self) -> "GRPOSettings":
+        if self.engine_correction_min is not None and self.engine_correction_min >= self.engine_correction_max:
+            raise ValueError(f"grpo.engine_correction_min ({self.engine_correction_min}) must be below "
+                             f"grpo.engine_correction_max ({self.engine_correction_max})")
         if self.tasks_per_step % self.mini_batch_tasks:
             raise ValueError(f"grpo.tasks_per_step ({self.tasks_per_step}) must be a multiple of grpo.mini_batch_tasks "
                              f"({self.mini_batch_tasks})")
@@ -149,7 +168,6 @@ class GenerationConfig(_Section):
     vllm_gpu_memory_utilization: float = 0.35
     vllm_server_base_url: str | None = None
     vllm_max_model_length: int | None = None
-    vllm_importance_sampling_correction: bool = True
 
 
 class RayConfig(_Section):

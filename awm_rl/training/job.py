@@ -17,7 +17,10 @@ from typing import Any
 
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.training.config import TrainConfig
-from awm_rl.training.metrics import CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, TRAIN_KEYS, MetricsWriter, plot_curves
+from awm_rl.training.metrics import (
+    CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, TRAIN_KEYS, MetricsWriter, aggregate, format_time_split, plot_curves,
+    time_summary,
+)
 
 EventSink = Callable[[dict[str, Any]], None]
 SUMMARY_FILE = "summary.json"
@@ -81,11 +84,14 @@ def grpo_args(config: TrainConfig, out_dir: Path, *, vllm: bool) -> Any:
     updates = g.updates_per_step
     # Master weights in float32 unless the config names a dtype; on a GPU, bf16 autocast.
     load_dtype = "float32" if config.model.dtype == "auto" else config.model.dtype
-    kwargs: dict[str, Any] = {}
+    # The engine correction's settings travel in TRL's own fields; AWMGRPOTrainer applies them for every backend.
+    kwargs: dict[str, Any] = {"vllm_importance_sampling_correction": g.engine_correction,
+                              "vllm_importance_sampling_mode": g.engine_correction_mode,
+                              "vllm_importance_sampling_clip_min": g.engine_correction_min,
+                              "vllm_importance_sampling_clip_max": g.engine_correction_max}
     if vllm:
         kwargs.update(vllm_mode=config.generation.vllm_mode,
                       vllm_gpu_memory_utilization=config.generation.vllm_gpu_memory_utilization,
-                      vllm_importance_sampling_correction=config.generation.vllm_importance_sampling_correction,
                       vllm_max_model_length=config.generation.vllm_max_model_length or r.max_context_tokens)
         if config.generation.vllm_server_base_url:
             kwargs["vllm_server_base_url"] = config.generation.vllm_server_base_url
@@ -94,6 +100,7 @@ def grpo_args(config: TrainConfig, out_dir: Path, *, vllm: bool) -> Any:
         model_init_kwargs={"dtype": load_dtype},
         learning_rate=g.learning_rate, beta=g.beta, entropy_coef=g.entropy_coef, epsilon=g.epsilon,
         epsilon_high=g.epsilon_high, importance_sampling_level=g.importance_sampling_level, loss_type=g.loss_type,
+        use_bias_correction_kl=g.use_bias_correction_kl,
         scale_rewards=g.scale_rewards, num_iterations=1, num_generations=g.group_size,
         per_device_train_batch_size=g.mini_batch_tasks * g.group_size, gradient_accumulation_steps=1,
         steps_per_generation=updates, max_steps=g.steps * updates, max_completion_length=r.max_response_tokens,
@@ -132,7 +139,7 @@ def _step_callback(writer: MetricsWriter, trainer_box: dict[str, Any], config: T
             for key in TRAIN_KEYS:
                 values = [entry[key] for entry in self.logs if isinstance(entry.get(key), (int, float))]
                 if values:
-                    record[key] = sum(values) / len(values)
+                    record[key] = aggregate(key, values)
             now = time.time()
             record["train_s"] = round(now - rollout.get("scored_at", now), 3)
             record["step_s"] = round(now - rollout.get("started_at", now), 3)
@@ -305,7 +312,9 @@ def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, 
     last = writer.records[-1] if writer.records else {}
     checkpoints = [str(p) for p in sorted((p for p in out_dir.glob("checkpoint-*") if p.is_dir()),
                                           key=lambda p: int(p.name.split("-")[-1]))]
-    return {"steps": len(writer.records), "final_model": str(final), "checkpoints": checkpoints,
+    times = time_summary(writer.records)
+    _emit(on_event, format_time_split(times), time_split=times)
+    return {"steps": len(writer.records), "final_model": str(final), "checkpoints": checkpoints, "time_split": times,
             "last_checkpoint": checkpoints[-1] if checkpoints else None, "metrics_file": str(out_dir / METRICS_FILE),
             "curves": str(curves) if curves else None, "final_metrics": last, "weights": delta,
             "tensorboard": str(out_dir / TENSORBOARD_DIR) if config.tensorboard else None,

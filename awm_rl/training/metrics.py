@@ -1,8 +1,11 @@
 """Per-step metrics of a GRPO run: rollout statistics, the metrics file, and the curves plot.
 
 Every RL step appends one JSON line to `metrics.jsonl`: reward mean/std, completion rate
-(Completed), partial rate, format-error ratio, environment-error ratio, agent-error ratio, turns,
-rollout / judge / train / step seconds, tokens, samples, and the optimiser's numbers (loss, KL,
+(Completed), partial rate, format-error ratio, environment-error ratio, agent-error ratio, the
+policy-failure ratio (context overflow, failed generation: left out of rewards and advantages),
+turns, rollout seconds split into generation / environment calls / waiting, judge / train / step
+seconds, tokens, samples, the engine correction's ratio statistics (min/mean/max, masked and
+capped fractions), the policy ratio's min/mean/max, and the optimiser's numbers (loss, KL,
 entropy, clip ratios, grad norm, learning rate), plus the checkpoint written at that step.
 """
 
@@ -22,7 +25,25 @@ TENSORBOARD_DIR = "tensorboard"
 CURVES_FILE = "curves.png"
 # Optimiser numbers copied from TRL's per-update logs into the step record (averaged over updates).
 TRAIN_KEYS = ("loss", "grad_norm", "learning_rate", "kl", "entropy", "clip_ratio/region_mean", "clip_ratio/high_mean",
-              "clip_ratio/low_mean", "policy_loss", "step_time")
+              "clip_ratio/low_mean", "policy_loss", "step_time", "policy_ratio/min", "policy_ratio/mean",
+              "policy_ratio/max", "policy_ratio/outside_clip_frac")
+# Time split of a step (seconds) in the order the summary and `awm train` print it.
+TIME_KEYS = ("generation_s", "env_s", "waiting_s", "judge_s", "logps_s", "train_s")
+
+
+def aggregate(key: str, values: list[float]) -> float:
+    """One number per step from an RL step's updates: min of minima, max of maxima, else the mean."""
+    if key.endswith("/min"):
+        return min(values)
+    if key.endswith("/max"):
+        return max(values)
+    return sum(values) / len(values)
+
+
+def is_policy_failure(episode: Episode) -> bool:
+    """The policy side failed (context overflow, a generation request that failed even alone): the
+    episode says nothing about the policy's behaviour, so it gets no reward and no advantage."""
+    return episode.termination == "policy_error"
 
 
 def _mean(values: list[float]) -> float:
@@ -30,25 +51,59 @@ def _mean(values: list[float]) -> float:
 
 
 def rollout_metrics(episodes: list[Episode], scores: list[EpisodeScore]) -> dict[str, float]:
-    """Outcome ratios, reward and turn statistics of one step's episodes."""
+    """Outcome ratios, reward and turn statistics of one step's episodes.
+
+    Policy-side failures are their own ratio (`policy_failure_ratio`), not environment errors, and
+    stay out of the reward statistics (they are not scored)."""
     n = len(scores)
-    rewards = [s.reward for s in scores]
+    failed = [is_policy_failure(e) for e in episodes]
+    rewards = [s.reward for s, bad in zip(scores, failed) if not bad]
     mean = _mean(rewards)
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n) if n else 0.0
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards else 0.0
 
     def ratio(outcome: str) -> float:
-        return round(sum(s.outcome == outcome for s in scores) / n, 6) if n else 0.0
+        return round(sum(s.outcome == outcome and not bad for s, bad in zip(scores, failed)) / n, 6) if n else 0.0
 
     return {
         "episodes": n, "reward_mean": mean, "reward_std": round(std, 6),
         "completion_rate": ratio("completed"), "partial_rate": ratio("partially_completed"),
         "format_error_ratio": ratio("format_error"), "environment_error_ratio": ratio("environment_error"),
         "agent_error_ratio": ratio("agent_error"),
+        "policy_failure_ratio": round(sum(failed) / n, 6) if n else 0.0, "policy_failures": sum(failed),
+        "context_overflows": sum(bool(bad and "context overflow" in (e.termination_detail or ""))
+                                 for e, bad in zip(episodes, failed)),
         "turns_mean": _mean([e.turns for e in episodes]), "tool_calls_mean": _mean([e.tool_calls for e in episodes]),
         "prompt_tokens": sum(s.prompt_tokens for e in episodes for s in e.steps),
         "completion_tokens": sum(s.completion_tokens for e in episodes for s in e.steps),
         "judge_cost_usd": round(sum(s.judge.cost_usd for s in scores if s.judge), 6),
     }
+
+
+def time_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Seconds per step (means over the steps) by phase, and each phase's share of a step."""
+    if not records:
+        return {}
+    steps = len(records)
+    step_s = sum(float(r.get("step_s", 0.0)) for r in records) / steps
+    out: dict[str, Any] = {"step_s": round(step_s, 3)}
+    for key in TIME_KEYS + ("env_busy_s",):
+        out[key] = round(sum(float(r.get(key, 0.0)) for r in records) / steps, 3)
+    out["env_share"] = round(out["env_s"] / step_s, 4) if step_s > 0 else 0.0
+    out["env_busy_share"] = round(out["env_busy_s"] / step_s, 4) if step_s > 0 else 0.0
+    out["generation_share"] = round(out["generation_s"] / step_s, 4) if step_s > 0 else 0.0
+    return out
+
+
+def format_time_split(t: dict[str, Any]) -> str:
+    """The summary line: where a step's time goes, the environments' share first."""
+    if not t:
+        return "time split: no step recorded"
+    step = t["step_s"] or 1.0
+    parts = [f"{label} {t[key]:.2f}s ({t[key] / step:.0%})" for key, label in
+             (("generation_s", "generation"), ("env_s", "environment calls"), ("waiting_s", "waiting"),
+              ("judge_s", "judging"), ("logps_s", "log-probs"), ("train_s", "training"))]
+    return (f"environments take {t['env_share']:.1%} of a step ({t['env_s']:.2f}s of {t['step_s']:.2f}s; calls in "
+            f"flight {t['env_busy_share']:.1%} of it, overlapping generation included); per step: " + ", ".join(parts))
 
 
 class MetricsWriter:
@@ -91,8 +146,9 @@ class MetricsWriter:
 def format_step(r: dict[str, Any]) -> str:
     return (f"step {r['step']}/{r.get('steps', '?')}: reward {r['reward_mean']:+.3f} (std {r['reward_std']:.3f}), "
             f"completed {r['completion_rate']:.0%}, format errors {r['format_error_ratio']:.0%}, "
-            f"env errors {r['environment_error_ratio']:.0%}, turns {r['turns_mean']:.1f}, loss {r.get('loss', 0):.4g}, "
-            f"rollout {r['rollout_s']:.1f}s, step {r['step_s']:.1f}s")
+            f"env errors {r['environment_error_ratio']:.0%}, policy failures {r.get('policy_failure_ratio', 0):.0%}, turns {r['turns_mean']:.1f}, loss {r.get('loss', 0):.4g}, "
+            f"rollout {r['rollout_s']:.1f}s (generation {r.get('generation_s', 0):.1f}s, environments "
+            f"{r.get('env_s', 0):.1f}s), step {r['step_s']:.1f}s")
 
 
 def read_metrics(out_dir: Path) -> list[dict[str, Any]]:

@@ -43,6 +43,12 @@ class GenerationBroker:
         self._cv = threading.Condition()
         self._active = 0  # episodes currently running (waiting for a turn, or acting on the environment)
         self.batches: list[int] = []  # sizes of the batches served (for metrics)
+        self.generation_s = 0.0  # wall seconds spent inside `generate`
+        self.generation_spans: list[tuple[float, float]] = []  # perf_counter intervals of those calls
+        self.failed_batches = 0  # batches whose generation raised (their prompts were retried one by one)
+        self.retried_prompts = 0
+        self.failed_prompts = 0  # prompts that failed alone too: their episodes end with a policy error
+        self.errors: list[str] = []
 
     def episode_started(self) -> None:
         with self._cv:
@@ -62,7 +68,8 @@ class GenerationBroker:
 
     def serve(self, generate: GenerateFn, done: Callable[[], bool]) -> None:
         """Generate waiting turns in batches until `done()`; a batch closes when every running episode
-        is waiting, or `batch_wait_s` after its first request. A generation error fails that batch's turns."""
+        is waiting, or `batch_wait_s` after its first request. When a batch fails, each of its prompts is
+        retried alone, so one bad request fails only its own turn (counted in `failed_prompts`)."""
         while True:
             with self._cv:
                 while not self._pending and not done():
@@ -76,17 +83,43 @@ class GenerationBroker:
                 batch, self._pending = self._pending[:take], self._pending[take:]
             self.batches.append(len(batch))
             try:
-                completions, logprobs = generate([p.prompt_ids for p in batch])
-                if len(completions) != len(batch):
-                    raise RuntimeError(f"generation returned {len(completions)} completions for {len(batch)} prompts")
-            except BaseException as exc:  # noqa: BLE001  the episodes end with a policy error, training goes on
-                for p in batch:
-                    p.future.set_exception(exc)
+                results = self._generate(generate, batch)
+            except BaseException as exc:  # noqa: BLE001  retried per prompt below; training goes on
                 if not isinstance(exc, Exception):
+                    for p in batch:
+                        p.future.set_exception(exc)
                     raise
+                self.failed_batches += 1
+                self.errors.append(f"{type(exc).__name__}: {exc}"[:300])
+                if len(batch) == 1:
+                    self.failed_prompts += 1
+                    batch[0].future.set_exception(exc)
+                    continue
+                for p in batch:
+                    self.retried_prompts += 1
+                    try:
+                        (result,) = self._generate(generate, [p])
+                    except Exception as single:  # noqa: BLE001  this prompt's episode ends with a policy error
+                        self.failed_prompts += 1
+                        self.errors.append(f"{type(single).__name__}: {single}"[:300])
+                        p.future.set_exception(single)
+                    else:
+                        p.future.set_result(result)
                 continue
-            for i, p in enumerate(batch):
-                p.future.set_result((list(completions[i]), list(logprobs[i]) if logprobs is not None else None))
+            for p, result in zip(batch, results):
+                p.future.set_result(result)
+
+    def _generate(self, generate: GenerateFn, batch: list[_Pending]) -> list[tuple[list[int], list[float] | None]]:
+        started = time.perf_counter()
+        try:
+            completions, logprobs = generate([p.prompt_ids for p in batch])
+        finally:
+            ended = time.perf_counter()
+            self.generation_s += ended - started
+            self.generation_spans.append((started, ended))
+        if len(completions) != len(batch):
+            raise RuntimeError(f"generation returned {len(completions)} completions for {len(batch)} prompts")
+        return [(list(completions[i]), list(logprobs[i]) if logprobs is not None else None) for i in range(len(batch))]
 
 
 class RecordingPolicy:
@@ -202,3 +235,88 @@ class CompactToolsPool:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.pool, name)
+
+
+class BusyClock:
+    """Wall time during which at least one call was in flight (the union of overlapping calls), thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inflight = 0
+        self._since = 0.0
+        self.spans: list[tuple[float, float]] = []  # perf_counter intervals with >= 1 call in flight
+        self.calls = 0
+        self.call_s = 0.0  # summed per-call seconds (counts overlapping calls separately)
+
+    def start(self) -> float:
+        now = time.perf_counter()
+        with self._lock:
+            if self._inflight == 0:
+                self._since = now
+            self._inflight += 1
+        return now
+
+    def stop(self, started: float) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            self._inflight -= 1
+            self.calls += 1
+            self.call_s += now - started
+            if self._inflight == 0:
+                self.spans.append((self._since, now))
+
+    @property
+    def busy_s(self) -> float:
+        return sum(end - start for start, end in self.spans)
+
+
+def overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Seconds covered by both interval lists (each list's intervals are disjoint)."""
+    a, b = sorted(a), sorted(b)
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+class TimedPool:
+    """A view of the environment pool that clocks every environment call (acquire, list_tools, call_tool,
+    snapshot, release, ...), so a step's rollout time splits into generation, environments and waiting."""
+
+    _UNTIMED = frozenset({"prefetch_instances", "close"})
+
+    def __init__(self, pool: Any, clock: BusyClock) -> None:
+        self.pool = pool
+        self.clock = clock
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.pool, name)
+        if name in self._UNTIMED or not callable(attr):
+            return attr
+        clock = self.clock
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = clock.start()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                clock.stop(started)
+        return timed
+
+
+def time_split(rollout_s: float, broker: GenerationBroker, clock: BusyClock) -> dict[str, float]:
+    """The rollout phase's wall time split: generating (the trainer inside `generate`), environment
+    calls while nothing was generating, and the rest (waiting: batch windows, prompt rendering, threads).
+    `env_busy_s` counts all wall time with an environment call in flight, generation overlapping or not."""
+    env_busy = clock.busy_s
+    env_only = max(0.0, env_busy - overlap_s(broker.generation_spans, clock.spans))
+    return {"generation_s": round(broker.generation_s, 4), "env_s": round(env_only, 4),
+            "env_busy_s": round(env_busy, 4), "env_calls": clock.calls, "env_call_s": round(clock.call_s, 4),
+            "waiting_s": round(max(0.0, rollout_s - broker.generation_s - env_only), 4)}

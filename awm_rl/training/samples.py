@@ -162,7 +162,8 @@ def trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
                 "sampling_per_token_logps"):
         if batch.get(key) is not None:
             out[key] = batch[key][:, :last]
-    ratio = batch.get("importance_sampling_ratio")
-    if ratio is not None and ratio.dim() == 2 and ratio.size(1) > 1:
-        out["importance_sampling_ratio"] = ratio[:, :last]
+    for key in ("importance_sampling_ratio", "advantages"):  # per-token when the engine correction is per token
+        value = batch.get(key)
+        if value is not None and value.dim() == 2 and value.size(1) > 1:
+            out[key] = value[:, :last]
     return out

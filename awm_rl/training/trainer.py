@@ -6,19 +6,24 @@ policy the whole history (our turns see a window), and `rollout_func` must retur
 prompt, while history-aware training needs one row per model turn. So generation and scoring
 (`_generate_and_score_completions`) are replaced; everything else is TRL's: the sampler that
 repeats each task G times, generation through vLLM or transformers (`_generate_single_turn`, with
-weight sync), the clipped objective with sequence-level importance sampling, KL, the optimiser,
-logging and checkpoints.
+weight sync), the clipped objective (token-level ratios by default), KL, the optimiser, logging and
+checkpoints.
 
 One generation round (one RL step):
 1. the step's G x tasks rollouts run the shared agent loop against the Ray environment pool; their
    turns are generated in batches (`rollouts.run_rollouts`);
 2. the judge classifies the episodes that ended normally; the reward rule gives -1 / 0 / 0.1 / 1;
-3. advantages are group-relative over the G rollouts of a task (TRL's formula);
-4. each rollout becomes one sample per turn carrying its advantage; the count is padded to a
-   multiple of the mini-batch count; old / reference log-probs are computed on exactly the
-   (windowed) contexts the policy generated from;
+3. advantages are group-relative over the G rollouts of a task (TRL's formula); a rollout that failed
+   on the policy side (context overflow, a generation that failed even when retried alone) is
+   unscorable: out of its group's statistics, advantage 0, no samples, counted per step;
+4. each rollout becomes one sample per turn carrying its advantage; the count is padded with
+   loss-free filler rows to a multiple of the mini-batch count; old / reference log-probs are
+   computed on exactly the (windowed) contexts the policy generated from; the engine correction
+   (pi_trainer / pi_engine, `objective.engine_ratio`) is folded into per-token advantages, with what
+   it masked or capped counted in the step's metrics;
 5. the next step's environment instances are created on the hosts while this step trains.
-Long mini-batches are cut into micro-batches of `micro_batch_samples` rows for the backward pass.
+Long mini-batches are cut into micro-batches of `micro_batch_samples` rows for the backward pass;
+the loss is the mean over real rows (filler rows do not dilute it).
 """
 
 from __future__ import annotations
@@ -34,24 +39,26 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
-from trl.trainer.utils import nanstd
 
 from awm_rl.agent.loop import EnvironmentPool, EpisodeSpec, LoopConfig, discard_snapshot
 from awm_rl.reward import Judge, TaskRecord, score_episodes
-from awm_rl.training.metrics import rollout_metrics
-from awm_rl.training.rollouts import GenerationBroker, RecordingPolicy, run_rollouts
+from awm_rl.training.metrics import is_policy_failure, rollout_metrics
+from awm_rl.training.objective import engine_ratio, fold_engine_ratio, group_advantages, real_rows
+from awm_rl.training.rollouts import BusyClock, GenerationBroker, RecordingPolicy, TimedPool, run_rollouts, time_split
 from awm_rl.training.samples import (
     TurnSample, collate, length_chunks, pad_samples, samples_from_rollout, take_rows, trim_padding,
 )
 
 
-def awm_episode_reward(prompts: list[Any], completions: list[Any], awm_reward: list[float], **_: Any) -> list[float]:
+def awm_episode_reward(prompts: list[Any], completions: list[Any], awm_reward: list[float | None],
+                       **_: Any) -> list[float | None]:
     """The episode reward computed by the judge and reward rule (a dataset column set per rollout).
 
     Registered as TRL's reward function so TRL's reward plumbing (gathering across processes,
-    logging under `rewards/awm_episode_reward`) applies unchanged.
+    logging under `rewards/awm_episode_reward`) applies unchanged. None for a policy-side failure:
+    TRL then treats the rollout as unscorable (NaN), outside its group's statistics.
     """
-    return [float(r) for r in awm_reward]
+    return [None if r is None else float(r) for r in awm_reward]
 
 
 @dataclass
@@ -80,6 +87,11 @@ class AWMGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.awm = awm
         self.awm_round = 0  # generation rounds done (= RL steps started)
+        # The engine correction is applied here for every backend (folded into the advantages); TRL's own
+        # multiplication, which it does only for its vLLM path, is switched off so it is not applied twice.
+        self.awm_engine_correction = bool(self.args.vllm_importance_sampling_correction)
+        self.vllm_importance_sampling_correction = False
+        self._awm_policy_logps: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]] | None = None
 
     # -- events ------------------------------------------------------------------------------------
     def _emit(self, message: str, **data: Any) -> None:
@@ -111,19 +123,21 @@ class AWMGRPOTrainer(GRPOTrainer):
         step = self.awm_round
         started, wall_start = time.perf_counter(), time.time()
 
-        # 1. rollouts
+        # 1. rollouts (environment calls clocked, generation batches served by this thread)
         specs = [EpisodeSpec(row["scenario"], int(row["task_idx"]), row["task"]) for row in inputs]
         broker = GenerationBroker(batch_wait_s=self.awm.batch_wait_s)
+        clock = BusyClock()
         policy = RecordingPolicy(self._tokenizer, broker, eos_token_ids=list(self.eos_token_ids),
                                  max_response_tokens=self.max_completion_length,
                                  max_context_tokens=self.awm.max_context_tokens)
-        rollouts = run_rollouts(self.awm.pool, specs, policy, self._awm_generate, self.awm.loop_config,
-                                concurrency=self.awm.concurrency)
+        rollouts = run_rollouts(TimedPool(self.awm.pool, clock), specs, policy, self._awm_generate,
+                                self.awm.loop_config, concurrency=self.awm.concurrency)
         rollout_s = time.perf_counter() - started
+        split = time_split(rollout_s, broker, clock)
         if mode == "train":
             self._prefetch(step)  # step index `step` is the next round (0-based schedule)
 
-        # 2. judge and reward
+        # 2. judge and reward (a policy-side failure gets no reward: None, unscorable)
         t_judge = time.perf_counter()
         episodes = [r.episode for r in rollouts]
         records = [self.awm.records[(s.scenario, s.task_idx)] for s in specs]
@@ -131,43 +145,41 @@ class AWMGRPOTrainer(GRPOTrainer):
         for episode in episodes:
             discard_snapshot(episode)
         judge_s = time.perf_counter() - t_judge
+        failed = [is_policy_failure(e) for e in episodes]
 
         # 3. group-relative advantages (TRL's reward plumbing, then its "sum_then_normalize" formula)
-        rows = [{**row, "awm_reward": score.reward} for row, score in zip(inputs, scores)]
+        rows = [{**row, "awm_reward": None if bad else score.reward}
+                for row, score, bad in zip(inputs, scores, failed)]
         prompts = [row.get("prompt") for row in rows]
         completions = [e.steps[-1].response if e.steps else "" for e in episodes]
         last_ids = [r.turns[-1].completion_ids if r.turns else [] for r in rollouts]
         rewards_per_func = self._calculate_rewards(rows, prompts, completions, last_ids)
-        rewards = (rewards_per_func * self.reward_weights.to(device).unsqueeze(0)).nansum(dim=1)
-        grouped = rewards.view(-1, num_generations)
-        mean = grouped.mean(dim=1).repeat_interleave(num_generations)
-        if self.scale_rewards == "batch":
-            std = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
-        else:
-            std = nanstd(grouped, dim=1).repeat_interleave(num_generations)
-        advantages = rewards - mean
-        if self.scale_rewards != "none":
-            advantages = advantages / (std + 1e-4)
-        zero_std = torch.isclose(nanstd(grouped, dim=1), torch.zeros(grouped.size(0), device=device))
+        rewards, advantages, zero_std = group_advantages(rewards_per_func, self.reward_weights, num_generations,
+                                                         self.scale_rewards)
         start = self.accelerator.process_index * len(inputs)
         local_adv = advantages[start:start + len(inputs)].tolist()
         local_rewards = rewards[start:start + len(inputs)].tolist()
 
-        # 4. per-turn samples
+        # 4. per-turn samples (none from a policy-side failure: it carries no learning signal)
         samples: list[TurnSample] = []
-        for i, (rollout, adv, reward) in enumerate(zip(rollouts, local_adv, local_rewards)):
-            samples += samples_from_rollout(rollout.episode, rollout.turns, reward=reward, advantage=adv, rollout=i)
+        for i, (rollout, adv, reward, bad) in enumerate(zip(rollouts, local_adv, local_rewards, failed)):
+            if not bad:
+                samples += samples_from_rollout(rollout.episode, rollout.turns, reward=reward, advantage=adv, rollout=i)
         real = len(samples)
-        if not real:
+        counts = self.accelerator.gather(torch.tensor([real], device=device))
+        if int(counts.max()) == 0:
             reasons = sorted({f"{e.termination}: {(e.termination_detail or '')[:200]}" for e in episodes})
-            raise RuntimeError(f"step {step}: none of the {len(episodes)} rollouts produced a model turn "
+            raise RuntimeError(f"step {step}: none of the {len(episodes)} rollouts produced a trainable model turn "
                                f"({'; '.join(reasons[:3])})")
-        counts = self.accelerator.gather(torch.tensor([len(samples)], device=device))
+        if not samples:  # this process has nothing to learn from: one loss-free row keeps collectives in step
+            samples = [_empty_sample(self._tokenizer)]
         samples = pad_samples(samples, self.args.steps_per_generation, minimum=int(counts.max()))
         batch = collate(samples, self._tokenizer.pad_token_id, device)
         loss_mask = batch["completion_mask"]
         batch["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
-        self._add_logps(batch)
+        t_logps = time.perf_counter()
+        engine = self._add_logps(batch)
+        logps_s = time.perf_counter() - t_logps
 
         # 5. bookkeeping
         prompt_tokens = sum(len(s.prompt_ids) for s in samples[:real])
@@ -179,21 +191,35 @@ class AWMGRPOTrainer(GRPOTrainer):
                         "frac_reward_zero_std": round(float(zero_std.float().mean()), 6),
                         "generation_batches": len(broker.batches),
                         "generation_batch_mean": round(sum(broker.batches) / max(1, len(broker.batches)), 2),
-                        "rollout_s": round(rollout_s, 3), "judge_s": round(judge_s, 3),
+                        "generation_failed_batches": broker.failed_batches,
+                        "generation_retried_prompts": broker.retried_prompts,
+                        "generation_failed_prompts": broker.failed_prompts,
+                        "rollout_s": round(rollout_s, 3), **split, "judge_s": round(judge_s, 3),
+                        "logps_s": round(logps_s, 3), **{k: _round(v) for k, v in engine.items()},
                         "started_at": wall_start, "scored_at": time.time()})
         self.awm.step_metrics[step] = metrics
         m = self._metrics[mode]
-        m["reward"].append(float(rewards.mean()))
-        m["reward_std"].append(float(nanstd(rewards)))
+        scored = rewards[~torch.isnan(rewards)]
+        m["reward"].append(float(scored.mean()) if scored.numel() else 0.0)
+        m["reward_std"].append(float(scored.std(unbiased=True)) if scored.numel() > 1 else 0.0)
         m["frac_reward_zero_std"].append(metrics["frac_reward_zero_std"])
-        for key in ("completion_rate", "format_error_ratio", "environment_error_ratio", "turns_mean", "rollout_s"):
+        for key in ("completion_rate", "format_error_ratio", "environment_error_ratio", "policy_failure_ratio",
+                    "turns_mean", "rollout_s", "generation_s", "env_s", "waiting_s"):
             m[f"awm/{key}"].append(float(metrics[key]))
+        for key, name in (("engine_ratio_min", "min"), ("engine_ratio_mean", "mean"), ("engine_ratio_max", "max")):
+            m[f"sampling/importance_sampling_ratio/{name}"].append(float(engine[key]))
+        m["sampling/importance_sampling_masked_frac"].append(float(engine["engine_masked_frac"]))
+        m["sampling/importance_sampling_capped_frac"].append(float(engine["engine_capped_frac"]))
         m["num_tokens"] = [self.state.num_input_tokens_seen]
         m["completions/mean_length"].append(completion_tokens / max(1, real))
         if self.accelerator.is_main_process:
-            self._write_step_files(step, rollouts, scores, samples)
-        self._emit(f"step {step}: {len(episodes)} rollouts in {rollout_s:.1f}s, judged in {judge_s:.1f}s, "
-                   f"{real} samples, reward {metrics['reward_mean']:+.3f}")
+            self._write_step_files(step, rollouts, scores, samples, failed)
+        if broker.failed_prompts:
+            self._emit(f"step {step}: {broker.failed_prompts} generation request(s) failed even alone "
+                       f"({broker.errors[-1]}); their rollouts are left out of the group statistics")
+        self._emit(f"step {step}: {len(episodes)} rollouts in {rollout_s:.1f}s (generation {split['generation_s']:.1f}s, "
+                   f"environments {split['env_s']:.1f}s), judged in {judge_s:.1f}s, {real} samples, "
+                   f"reward {metrics['reward_mean']:+.3f}")
         return batch
 
     # -- log-probs on the recorded (windowed) contexts -----------------------------------------------------
@@ -210,74 +236,95 @@ class AWMGRPOTrainer(GRPOTrainer):
             out[rows, :keep] = logps.float()
         return out
 
-    def _add_logps(self, batch: dict[str, Any]) -> None:
-        """old (when updates go off-policy or vLLM sampled), reference (beta > 0) and the vLLM IS ratio."""
+    def _add_logps(self, batch: dict[str, Any]) -> dict[str, float]:
+        """old (when updates go off-policy, or the engine correction needs them), reference (beta > 0) log-probs,
+        and the engine correction folded into the advantages; returns the correction's statistics."""
         generate_every = self.args.steps_per_generation * self.num_iterations
-        vllm_is = self.use_vllm and self.vllm_importance_sampling_correction
+        sampling = batch.get("sampling_per_token_logps")
+        correct = self.awm_engine_correction and sampling is not None
         with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-            if self.args.gradient_accumulation_steps % generate_every != 0 or vllm_is:
+            if self.args.gradient_accumulation_steps % generate_every != 0 or correct:
                 batch["old_per_token_logps"] = self._chunked_logps(self.model, batch)
             if self.beta != 0.0:
                 if self.ref_model is None:
                     raise RuntimeError("beta > 0 needs a reference model (PEFT adapters are not supported here)")
                 batch["ref_per_token_logps"] = self._chunked_logps(self.ref_model, batch)
-        if vllm_is:
-            sampling = batch.get("sampling_per_token_logps")
-            if sampling is None:
-                raise RuntimeError("vLLM importance-sampling correction needs the sampling log-probs of every turn")
-            mask = batch["completion_mask"]
-            diff = torch.nan_to_num((batch["old_per_token_logps"] - sampling) * mask, nan=0.0)
-            if self.vllm_importance_sampling_mode in ("sequence_mask", "sequence_truncate"):
-                diff = diff.sum(dim=-1, keepdim=True)
-            ratio = torch.exp(diff)
-            if self.vllm_importance_sampling_mode.endswith("truncate"):
-                ratio = torch.clamp(ratio, min=self.vllm_importance_sampling_clip_min,
-                                    max=self.vllm_importance_sampling_clip_max)
-            else:
-                low = self.vllm_importance_sampling_clip_min if self.vllm_importance_sampling_clip_min is not None else -math.inf
-                high = self.vllm_importance_sampling_clip_max if self.vllm_importance_sampling_clip_max is not None else math.inf
-                ratio = ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
-            batch["importance_sampling_ratio"] = ratio
+        if self.use_vllm and self.awm_engine_correction and sampling is None:
+            raise RuntimeError("the engine correction needs the sampling log-probs of every turn, and vLLM returned none")
+        args = self.args
+        # transformers generation: the sampler is the trainer itself (same weights, same process): ratio 1
+        reference = batch["old_per_token_logps"] if correct else torch.zeros_like(batch["completion_mask"], dtype=torch.float32)
+        ratio, stats = engine_ratio(reference, sampling if correct else None, batch["completion_mask"],
+                                    args.vllm_importance_sampling_mode, args.vllm_importance_sampling_clip_min,
+                                    args.vllm_importance_sampling_clip_max)
+        if correct:
+            batch["advantages"] = fold_engine_ratio(batch["advantages"], ratio)
+        stats["engine_correction"] = 1.0 if correct else 0.0
+        return stats
 
     # -- loss in micro-batches -----------------------------------------------------------------------
+    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
+        """TRL's; while `compute_loss` runs, the policy's log-probs are kept (detached) for the ratio metrics."""
+        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._awm_policy_logps is not None:
+            self._awm_policy_logps.append(out[0].detach())
+        return out
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        """TRL's loss, over micro-batches of `micro_batch_samples` rows (all but the last backpropagated
-        here, weighted so the sum equals the loss of the whole mini-batch)."""
+        """TRL's loss over micro-batches of `micro_batch_samples` rows (all but the last backpropagated here),
+        weighted so the result is the loss of the mini-batch's real rows: filler rows do not dilute the mean
+        (row-mean losses: grpo, dr_grpo), and across processes each real row weighs the same."""
         if return_outputs:
             raise ValueError("The GRPOTrainer does not support returning outputs")
         n = inputs["prompt_ids"].size(0)
         micro = self.awm.micro_batch_samples
-        if n <= micro:
-            return self._compute_loss(model, trim_padding(inputs))
+        real = real_rows(inputs)
+        n_real = int(real.sum())
+        row_mean = self.loss_type in ("grpo", "dr_grpo")
+        if row_mean:  # the mean over this process's real rows, rescaled so processes average per row
+            counts = self.accelerator.gather(real.sum().reshape(1).float())
+            scale = n / max(1.0, float(counts.mean())) if n_real else 0.0
+        else:
+            scale = 1.0
+        chunks = [torch.arange(n, device=inputs["prompt_ids"].device)] if n <= micro else length_chunks(inputs, micro)
         total_tokens = inputs["completion_mask"].sum().clamp(min=1)
-        chunks = length_chunks(inputs, micro)
         carried = torch.zeros((), device=inputs["prompt_ids"].device)
-        for index, rows in enumerate(chunks):
-            sub = trim_padding(take_rows(inputs, rows))
-            if self.loss_type in ("bnpo",):
-                weight = sub["completion_mask"].sum() / total_tokens
-            elif self.loss_type in ("dapo", "cispo", "vespo"):
-                weight = 1.0  # already normalised by the generation batch's token count
-            else:
-                weight = rows.numel() / n
-            loss = self._compute_loss(model, sub) * weight
-            if index < len(chunks) - 1:
-                self.accelerator.backward(loss)
-                carried = carried + loss.detach()
-            else:
-                return loss + carried
+        self._awm_policy_logps = []
+        ratio_stats = _RatioStats(1 - self.epsilon_low, 1 + self.epsilon_high)
+        try:
+            for index, rows in enumerate(chunks):
+                sub = trim_padding(take_rows(inputs, rows))
+                if self.loss_type == "bnpo":
+                    weight = sub["completion_mask"].sum() / total_tokens
+                elif self.loss_type in ("dapo", "cispo", "vespo"):
+                    weight = 1.0  # already normalised by the generation batch's token count
+                else:
+                    weight = rows.numel() / n * scale
+                loss = self._compute_loss(model, sub) * weight
+                ratio_stats.add(self._awm_policy_logps.pop(), sub)
+                if index < len(chunks) - 1:
+                    self.accelerator.backward(loss)
+                    carried = carried + loss.detach()
+                else:
+                    mode = "train" if self.model.training else "eval"
+                    ratio_stats.log(self._metrics[mode])
+                    return loss + carried
+        finally:
+            self._awm_policy_logps = None
         raise AssertionError("unreachable")
 
     # -- files -----------------------------------------------------------------------------------------
-    def _write_step_files(self, step: int, rollouts: list, scores: list, samples: list[TurnSample]) -> None:
+    def _write_step_files(self, step: int, rollouts: list, scores: list, samples: list[TurnSample],
+                          failed: list[bool]) -> None:
         folder = self.awm.out_dir / "steps" / f"step_{step:04d}"
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / "episodes.jsonl").open("w", encoding="utf-8") as fh:
-            for i, (rollout, score) in enumerate(zip(rollouts, scores)):
+            for i, (rollout, score, bad) in enumerate(zip(rollouts, scores, failed)):
                 episode = rollout.episode
                 record = {"rollout": i, "scenario": episode.scenario, "task_idx": episode.task_idx,
                           "termination": episode.termination, "detail": episode.termination_detail,
-                          "outcome": score.outcome, "reward": score.reward, "turns": episode.turns}
+                          "outcome": "policy_failure" if bad else score.outcome, "reward": None if bad else score.reward,
+                          "turns": episode.turns}
                 if self.awm.log_samples:  # whole conversations: large at scale
                     record["messages"] = episode.messages
                     record["steps"] = [{"turn": s.turn, "response": s.response, "format": s.format}
@@ -287,3 +334,46 @@ class AWMGRPOTrainer(GRPOTrainer):
             with (folder / "samples.jsonl").open("w", encoding="utf-8") as fh:
                 for sample in samples:
                     fh.write(json.dumps(sample.describe(self._tokenizer), ensure_ascii=False) + "\n")
+
+
+def _round(value: Any) -> Any:
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def _empty_sample(tokenizer: Any) -> TurnSample:
+    """A one-token, loss-free row for a process whose rollouts all failed on the policy side."""
+    token = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    return TurnSample(prompt_ids=[token], completion_ids=[token], advantage=0.0, reward=0.0, scenario="",
+                      task_idx=-1, rollout=-1, turn=-1, padding=True)
+
+
+class _RatioStats:
+    """min / mean / max of the policy ratio pi_theta / pi_old over a mini-batch's loss tokens, and the fraction
+    outside the clip range [1 - eps, 1 + eps_high] (whatever the advantage's sign), logged per update."""
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+        self.min, self.max, self.sum, self.count, self.outside = math.inf, -math.inf, 0.0, 0, 0
+
+    def add(self, logps: torch.Tensor, sub: dict[str, Any]) -> None:
+        mask = sub["completion_mask"].bool()
+        old = sub.get("old_per_token_logps")
+        if old is None:
+            ratio = torch.ones_like(logps)  # on-policy update: pi_old is this very policy
+        else:
+            ratio = torch.exp(logps.float() - old.float())
+        values = ratio[mask]
+        if values.numel():
+            self.min = min(self.min, float(values.min()))
+            self.max = max(self.max, float(values.max()))
+            self.sum += float(values.sum())
+            self.count += values.numel()
+            self.outside += int(((values < self.low) | (values > self.high)).sum())
+
+    def log(self, metrics: dict[str, list[float]]) -> None:
+        if not self.count:
+            return
+        metrics["policy_ratio/min"].append(self.min)
+        metrics["policy_ratio/mean"].append(self.sum / self.count)
+        metrics["policy_ratio/max"].append(self.max)
+        metrics["policy_ratio/outside_clip_frac"].append(self.outside / self.count)

@@ -7,6 +7,41 @@ import threading
 import pytest
 
 
+def test_a_failed_batch_is_retried_per_prompt_and_fails_only_the_bad_turn():
+    from awm_rl.training.rollouts import GenerationBroker
+
+    broker = GenerationBroker(batch_wait_s=5.0)
+    results: dict[int, object] = {}
+    calls: list[list[list[int]]] = []
+
+    def episode(i: int) -> None:
+        try:
+            results[i] = broker.request([i]).result()
+        except RuntimeError as exc:
+            results[i] = str(exc)
+        finally:
+            broker.episode_finished()
+
+    def generate(prompts):
+        calls.append(prompts)
+        if [3] in prompts:  # one poisoned request fails the whole batch it is in
+            raise RuntimeError("prompt 3 cannot be generated")
+        return [[p[0] * 10] for p in prompts], None
+
+    threads = [threading.Thread(target=episode, args=(i,)) for i in range(5)]
+    for t in threads:
+        broker.episode_started()
+        t.start()
+    broker.serve(generate, done=lambda: not any(t.is_alive() for t in threads))
+    for t in threads:
+        t.join()
+    assert len(calls[0]) == 5 and [len(c) for c in calls[1:]] == [1] * 5  # the batch, then each prompt alone
+    assert {i: results[i] for i in (0, 1, 2, 4)} == {i: ([i * 10], None) for i in (0, 1, 2, 4)}
+    assert results[3] == "prompt 3 cannot be generated"
+    assert (broker.failed_batches, broker.retried_prompts, broker.failed_prompts) == (1, 5, 1)
+    assert broker.generation_s > 0 and len(broker.generation_spans) == 6
+
+
 def test_waiting_turns_share_one_batch_and_errors_reach_their_episodes():
     from awm_rl.training.rollouts import GenerationBroker
 
@@ -37,9 +72,11 @@ def test_waiting_turns_share_one_batch_and_errors_reach_their_episodes():
     broker.serve(generate, done=lambda: not any(t.is_alive() for t in threads))
     for t in threads:
         t.join()
-    assert [len(c) for c in calls] == [6, 6] and broker.batches == [6, 6]
+    # the failing batch of 6 was retried prompt by prompt; each fails alone too
+    assert [len(c) for c in calls] == [6, 6, 1, 1, 1, 1, 1, 1] and broker.batches == [6, 6]
     assert all(results[i] == ([i * 10], [-0.5]) for i in range(6))
     assert all(results[-i - 1] == "generation failed" for i in range(6))
+    assert broker.failed_prompts == 6
 
 
 def test_context_overflow_is_a_policy_error(tiny_tokenizer):

@@ -14,7 +14,8 @@ def test_defaults_are_the_papers():
     g, r = c.grpo, c.rollout
     assert (g.group_size, g.tasks_per_step, g.mini_batch_tasks, g.updates_per_step) == (16, 64, 16, 4)
     assert (g.learning_rate, g.beta, g.entropy_coef, g.epsilon_high, g.steps) == (7e-7, 0.001, 0.0, 0.28, 96)
-    assert g.importance_sampling_level == "sequence"
+    assert (g.importance_sampling_level, g.use_bias_correction_kl, g.engine_correction) == ("token", False, True)
+    assert (g.engine_correction_mode, g.engine_correction_min, g.engine_correction_max) == ("sequence_mask", None, 3.0)
     assert (r.temperature, r.max_response_tokens, r.max_context_tokens, r.max_turns) == (1.0, 2048, 32768, 20)
     assert (r.history, r.window, r.effective_window) == ("window", 3, 3)
     assert TrainConfig.model_validate({"model": {"tiny": True}, "rollout": {"history": "full"}}).rollout.effective_window is None
@@ -28,6 +29,8 @@ def test_shipped_configs_load():
     assert len(tiny.environments.scenarios) == 2
     paper = load_config(PROJECT_ROOT / "configs" / "paper.yaml")
     assert paper.grpo.tasks_per_step == 64 and paper.generation.backend == "vllm"
+    assert paper.grpo.importance_sampling_level == "token" and paper.grpo.engine_correction
+    assert paper.judge.mode == "sql" and not paper.grpo.use_bias_correction_kl
     gpu = load_config(PROJECT_ROOT / "configs" / "single-gpu.yaml", {"grpo": {"steps": 1}})
     assert gpu.ray.trainer_num_gpus == 1 and gpu.grpo.steps == 1 and gpu.grpo.group_size == 4
 
@@ -41,6 +44,9 @@ def test_errors_name_the_file_and_field(tmp_path):
         load_config(bad)
     bad.write_text("model: {tiny: true}\ngrpo: {tasks_per_step: 10, mini_batch_tasks: 4}\n")
     with pytest.raises(ConfigError, match="multiple of grpo.mini_batch_tasks"):
+        load_config(bad)
+    bad.write_text("model: {tiny: true}\ngrpo: {engine_correction_min: 2.0, engine_correction_max: 1.5}\n")
+    with pytest.raises(ConfigError, match="engine_correction_min"):
         load_config(bad)
     bad.write_text("model: {tiny: true, path: x}\n")
     with pytest.raises(ConfigError, match="exactly one of"):

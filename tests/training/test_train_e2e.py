@@ -15,7 +15,9 @@ from tests.conftest import PROJECT_ROOT
 
 STEP_KEYS = {"reward_mean", "reward_std", "completion_rate", "format_error_ratio", "environment_error_ratio",
              "turns_mean", "rollout_s", "step_s", "train_s", "prompt_tokens", "completion_tokens", "samples", "loss",
-             "kl", "entropy", "checkpoint"}
+             "kl", "entropy", "checkpoint", "policy_failure_ratio", "engine_ratio_min", "engine_ratio_mean",
+             "engine_ratio_max", "engine_masked_frac", "engine_capped_frac", "policy_ratio/min", "policy_ratio/mean",
+             "policy_ratio/max", "generation_s", "env_s", "env_busy_s", "waiting_s", "judge_s", "logps_s"}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,16 @@ def test_script_runs_two_steps_on_ray(tiny_run):
         assert STEP_KEYS <= set(r), STEP_KEYS - set(r)
         assert r["episodes"] == 16 and -1.0 <= r["reward_mean"] <= 1.0 and r["samples"] >= 8
         assert r["checkpoint"] and (out / os.path.basename(r["checkpoint"]) / "model.safetensors").is_file()
+        # transformers generation: the trainer sampled the tokens itself, so the engine ratio is exactly 1
+        assert r["engine_ratio_min"] == r["engine_ratio_max"] == 1.0 and r["engine_masked_frac"] == 0
+        assert r["policy_ratio/min"] <= r["policy_ratio/mean"] <= r["policy_ratio/max"]
+        split = r["generation_s"] + r["env_s"] + r["waiting_s"]
+        assert r["generation_s"] > 0 and r["env_s"] > 0 and split == pytest.approx(r["rollout_s"], abs=0.05)
+        assert r["env_busy_s"] >= r["env_s"]
     assert (out / "final" / "model.safetensors").is_file() and (out / "curves.png").stat().st_size > 5000
+    times = summary["time_split"]
+    assert 0 < times["env_share"] < 1 and times["step_s"] > 0
+    assert "environments take" in stdout and "of a step" in stdout  # the summary line `awm train` prints
 
 
 @pytest.mark.slow
