@@ -21,7 +21,8 @@ from awm_resources.store import PROJECT_ROOT
 DEFAULT_CONFIG = "configs/tiny-cpu.yaml"
 # The step metrics a researcher watches first: live as observations during the run, and in the final table.
 HEADLINE = ("reward_mean", "reward_std", "completion_rate", "format_error_ratio", "environment_error_ratio",
-            "turns_mean", "loss", "kl", "entropy", "rollout_s", "step_s")
+            "policy_failure_ratio", "turns_mean", "loss", "kl", "entropy", "engine_ratio_mean", "engine_masked_frac",
+            "rollout_s", "generation_s", "env_s", "step_s")
 
 
 class TrainingRunConfig(dg.Config):
