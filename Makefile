@@ -12,7 +12,7 @@ export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 PORT ?= 3000
 
-.PHONY: install bwrap demo synth ui test clean
+.PHONY: install bwrap chromium demo synth ui test clean
 
 $(BIN)/awm: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ $(BIN)/awm: pyproject.toml
 	$(BIN)/pip install -q --no-deps 'bfcl-eval==2026.3.23'
 	touch $(BIN)/awm
 
-install: $(BIN)/awm bwrap
+install: $(BIN)/awm bwrap chromium
 
 # OS isolation for generated code (awm_rl/runtime/sandbox.py): bubblewrap, installed when missing and root.
 bwrap:
@@ -37,6 +37,20 @@ bwrap:
 	      echo "!!! WARNING: could not install bubblewrap: generated code runs WITHOUT OS isolation (Python guards only); tests/faults will fail" >&2; \
 	  else \
 	    echo "!!! WARNING: bubblewrap (bwrap) is missing and cannot be installed here (not root, or no apt-get): generated code runs WITHOUT OS isolation; install the bubblewrap package" >&2; \
+	  fi; }
+
+# Headless Chromium for the browser test of the UI (tests/test_e2e_dagster_dev.py drives it with Playwright;
+# never `playwright install`): Debian's package, installed when missing and root.
+chromium:
+	@[ -x /usr/bin/chromium ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (headless browser for the UI test)"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } || \
+	      echo "!!! WARNING: could not install chromium: the browser test (tests/test_e2e_dagster_dev.py) will fail" >&2; \
+	  else \
+	    echo "!!! WARNING: /usr/bin/chromium is missing and cannot be installed here (not root, or no apt-get): the browser test will fail; install Debian's chromium package (or set AWM_CHROMIUM to a Chromium binary)" >&2; \
 	  fi; }
 
 synth: install
