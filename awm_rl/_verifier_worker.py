@@ -327,9 +327,14 @@ def _drop_privileges() -> None:
     permissions are not. The parent makes the database copies readable for that user."""
     if os.geteuid() != 0:
         return
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
+    try:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    except PermissionError:
+        # root without capabilities: bubblewrap without a user namespace (--cap-drop ALL) already
+        # confines this process with read-only mounts.
+        pass
 
 
 _PR_SET_DUMPABLE = 4

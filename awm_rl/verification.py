@@ -37,7 +37,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandbox_available, sandboxed_command
+from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandbox_available, sandboxed_command, spawn
 
 # The import allow-list lives in the worker script (ALLOWED_IMPORTS there): it runs stdlib-only.
 WORKER_SCRIPT = Path(__file__).with_name("_verifier_worker.py")
@@ -256,7 +256,7 @@ class VerifierSandbox:
         # The scratch folder (database copies) is read-only inside; the worker's code is too.
         argv, env = sandboxed_command(argv, readable=[self._scratch, WORKER_SCRIPT.parent], env=env,
                                       cwd=self._scratch)
-        proc = subprocess.Popen(
+        proc = spawn(
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -250,25 +250,12 @@ class _IsolatedWorker:
 
     @staticmethod
     def _spawn(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
-        """Start the worker from a thread that lives as long as this process: bubblewrap's
-        --die-with-parent fires when the thread that started it ends, not only the process."""
-        box: dict[str, Any] = {}
-        started = threading.Event()
+        from awm_rl.runtime.sandbox import spawn  # from a thread that lives as long as this process
 
-        def parent() -> None:
-            try:
-                box["proc"] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                               start_new_session=True)
-            except BaseException as exc:  # noqa: BLE001 - reported to the caller below
-                box["error"] = exc
-            started.set()
-            threading.Event().wait()
-
-        threading.Thread(target=parent, name="awm-host-worker-parent", daemon=True).start()
-        started.wait()
-        if "error" in box:
-            raise RuntimeError(f"cannot start the isolated host worker: {box['error']}")
-        return box["proc"]
+        try:
+            return spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True)
+        except OSError as exc:
+            raise RuntimeError(f"cannot start the isolated host worker: {exc}") from None
 
     def request(self, method: str, ops: list | None = None) -> Any:
         with self._lock:

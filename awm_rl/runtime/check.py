@@ -2,9 +2,12 @@
 
 `check_env_code(code, initial_db, expected_tools=...)` is what the env_code synthesis stage uses to
 accept an attempt (paper: "it imports, starts, answers a health check and lists every tool"). The
-code runs in `python -m awm_rl.runtime.check` (a fresh interpreter in its own process group) against
-a copy of the initial database, with the network refused, an address-space cap and a deadline; the
-parent kills the whole group when the deadline passes. Code that hangs at import, calls `sys.exit`
+code runs in `python -m awm_rl.runtime.check` (a fresh interpreter in its own process group, inside
+bubblewrap where available: no network, its own PID namespace, a read-only system, writable only its
+temporary folder and the snapshot folder, a clean environment, uid nobody; see
+`awm_rl.runtime.sandbox`; `EnvCodeCheck.isolation` says which) against a copy of the initial database,
+with the network refused, an address-space cap and a deadline; the parent kills the whole group (the
+sandbox's PID namespace with it) when the deadline passes. Code that hangs at import, calls `sys.exit`
 or `os._exit`, segfaults or allocates without bound yields `ok=False` and a clear `error`; the
 temporary folder is always removed.
 """
@@ -25,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from awm_rl.limits import untrusted_env
-from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandboxed_command
+from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandboxed_command, spawn
 
 # Interpreter start plus FastAPI/SQLAlchemy/pydantic imports on a busy 2-core machine.
 STARTUP_ALLOWANCE_S = 20.0
@@ -108,8 +111,8 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
                                       cwd=work)
         started = time.monotonic()
         with open(work / "stderr.txt", "wb") as err, open(work / "stdout.txt", "wb") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=work, env=env,
-                                    start_new_session=True)
+            proc = spawn(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=work, env=env,
+                         start_new_session=True)
             try:
                 rc = proc.wait(timeout=timeout_s * (3 if probe or solutions else 1) + STARTUP_ALLOWANCE_S)
                 timed_out = False

@@ -24,15 +24,18 @@ on purpose (debugging). Callers report the level (check results, `awm bench serv
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import importlib.util
 import logging
 import os
+import queue
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -197,3 +200,34 @@ def returncode_signal(rc: int | None) -> int | None:
     if rc > 128 and sandbox_available():
         return rc - 128
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# spawning: bubblewrap's --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that started it
+# ends, not only the process; so every sandboxed worker is started from one thread that lives as long
+# as the process (a worker started from a short-lived pool thread would be killed when it ends).
+
+_spawn_requests: "queue.Queue[tuple[list[str], dict[str, Any], concurrent.futures.Future]]" = queue.Queue()
+_spawner: threading.Thread | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn_loop() -> None:
+    while True:
+        argv, kwargs, done = _spawn_requests.get()
+        try:
+            done.set_result(subprocess.Popen(argv, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            done.set_exception(exc)
+
+
+def spawn(argv: Sequence[str], **popen_kwargs: Any) -> subprocess.Popen:
+    """`subprocess.Popen(argv, **popen_kwargs)`, started from this process's long-lived spawner thread."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or not _spawner.is_alive():
+            _spawner = threading.Thread(target=_spawn_loop, name="awm-sandbox-spawner", daemon=True)
+            _spawner.start()
+    done: concurrent.futures.Future = concurrent.futures.Future()
+    _spawn_requests.put((list(argv), popen_kwargs, done))
+    return done.result()

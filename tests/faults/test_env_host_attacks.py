@@ -94,6 +94,7 @@ def attack(pid: int = 0, port: int = 0, home_file: str = "", victim: str = "", m
     attempt("store", lambda: open(os.path.join(here, "..", "pwned.txt"), "w").write("x"))
     libc = ctypes.CDLL(None)
     attempt("system", lambda: libc.system(("echo pwned > " + victim + "; nohup sleep " + marker + " >/dev/null 2>&1 &").encode()))
+    attempt("ray_session", lambda: os.listdir("/tmp/ray"))  # Ray's sockets: a way to submit unguarded tasks
     attempt("visible", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
     return seen
 ''' % {"pyproject": str(PROJECT_ROOT / "pyproject.toml")}
@@ -131,7 +132,7 @@ def test_host_worker_contains_hostile_code(hostile_pool, home_secret, victim, re
         seen = json.loads(r.text)
         assert SECRET not in r.text and home_value not in r.text
         assert seen["environ"].startswith("OK")  # it looked
-        for name in ("home", "project", "loopback", "kill_actor", "own_code", "store"):
+        for name in ("home", "project", "loopback", "kill_actor", "own_code", "store", "ray_session"):
             assert seen[name].startswith("FAILED"), (name, seen[name])
         assert seen["system"].startswith("OK")  # the shell ran, inside the sandbox
         assert seen["visible"].startswith("OK [1, 2"), seen["visible"]  # its own PID namespace

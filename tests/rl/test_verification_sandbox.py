@@ -309,3 +309,20 @@ def test_dangerous_imports_stay_refused(dbs, statement):
     code = f"def verify_task(initial_db_path, final_db_path):\n    {statement}\n    return {{}}\n"
     outcome = run_verifier(code, *dbs, function="verify_task")
     assert outcome.error_kind == "forbidden_import", outcome
+
+
+def test_worker_outlives_the_thread_that_started_it(dbs):
+    """bubblewrap's --die-with-parent is tied to the spawning thread: workers are started from one
+    long-lived thread, so a sandbox first used from a short-lived thread keeps its worker."""
+    import threading
+
+    with VerifierSandbox(timeout_s=5) as sandbox:
+        first = []
+        thread = threading.Thread(target=lambda: first.append(sandbox.run(VerifierJob(
+            code=COUNT_VERIFIER, initial_db=dbs[0], final_db=dbs[1]))))
+        thread.start()
+        thread.join()
+        time.sleep(0.3)
+        second = sandbox.run(VerifierJob(code=COUNT_VERIFIER, initial_db=dbs[0], final_db=dbs[1]))
+        assert first[0].verdict == second.verdict == "complete"
+        assert sandbox.workers_started == 1
