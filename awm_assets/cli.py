@@ -69,8 +69,11 @@ def main_options(home: Optional[Path] = typer.Option(None, "--home", help="artif
 @app.command("import")
 def import_(src: Path = typer.Argument(..., help="folder of AWM JSONL files (e.g. AgentWorldModel-1K)"),
             as_json: bool = typer.Option(False, "--json"),
-            no_dagster: bool = typer.Option(False, "--no-dagster", help="only fill the store; register no partitions")) -> None:
-    """Import a folder of AWM JSONL files into the store and Dagster (a partition per scenario)."""
+            no_dagster: bool = typer.Option(False, "--no-dagster", help="only fill the store; register no partitions"),
+            replace: bool = typer.Option(False, "--replace", help="replace scenarios imported from another folder or "
+                                                                  "synthesized (default: keep them, report it)")) -> None:
+    """Import a folder of AWM JSONL files into the store and Dagster (a partition per scenario); a re-imported
+    scenario is replaced whole (every stage from the new source) or not at all."""
     from awm_resources.store import ArtifactStore
 
     from awm_assets.importing import import_into_dagster
@@ -83,7 +86,7 @@ def import_(src: Path = typer.Argument(..., help="folder of AWM JSONL files (e.g
     try:
         with progress_bar("importing", None) as advance:
             report = import_into_dagster(src, store, None if no_dagster else get_instance(),
-                                         progress=lambda key, total: advance(key, total=total))
+                                         progress=lambda key, total: advance(key, total=total), replace=replace)
     except FileNotFoundError as exc:
         _fail("import", str(exc))
     lines = [f"imported {len(report.scenarios)} scenario(s) from {src} into {store.root}"]

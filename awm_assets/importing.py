@@ -30,8 +30,8 @@ def _metadata(store: ArtifactStore, key: str, stage: str, meta: dict, source: st
 
 
 def import_into_dagster(src: Path, store: ArtifactStore, instance: dg.DagsterInstance | None,
-                        progress: Callable[[str, int], None] | None = None) -> ImportReport:
-    report = import_awm_dir(src, store, progress)
+                        progress: Callable[[str, int], None] | None = None, *, replace: bool = False) -> ImportReport:
+    report = import_awm_dir(src, store, progress, replace=replace)
     if instance is None:
         return report
     written = [k for k, s in report.scenarios.items() if s.written]

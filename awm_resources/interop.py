@@ -11,11 +11,16 @@ scenario and the rest is imported; a scenario's files are only replaced by ones 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import os
 import re
 import shutil
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,9 +151,66 @@ def _short_error(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in exc.errors()[:3])
 
 
-def read_awm_dir(src: Path, issues: list[ImportIssue]) -> dict[str, _Parts]:
-    """Parse every AWM file in `src` into per-scenario parts, reporting bad lines instead of failing."""
-    parts: dict[str, _Parts] = defaultdict(_Parts)
+@dataclass
+class _LineRef:
+    """Where one record lies in its file: read again (seek) when its scenario is built."""
+
+    stem: str
+    offset: int
+    length: int
+    line: int
+
+
+@dataclass
+class _Index:
+    names: dict[str, str] = field(default_factory=dict)  # display name -> "file:line" where first seen
+    refs: dict[str, _LineRef] = field(default_factory=dict)  # stem -> record (one per scenario)
+    verifiers: dict[tuple[str, int], _LineRef] = field(default_factory=dict)
+
+
+def _iter_lines(path: Path):
+    """(line number, byte offset, raw bytes) of every line, without holding the file in memory."""
+    offset = 0
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            yield lineno, offset, raw
+            offset += len(raw)
+
+
+def _parse(raw: bytes, fname: str, lineno: int, model: type[_Loose], key_field: str,
+           issues: list[ImportIssue]) -> tuple[str, str, Any] | None:
+    """(key, display name, record) of one line, or None with the problem reported (file and line)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        issues.append(ImportIssue(fname, lineno, None, f"not UTF-8 text (byte {exc.start} of the line: "
+                                                       f"{raw[exc.start:exc.start + 1]!r}); line skipped"))
+        return None
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        issues.append(ImportIssue(fname, lineno, None, f"malformed JSON ({exc.msg} at column {exc.colno})"))
+        return None
+    name = obj.get(key_field) if isinstance(obj, dict) else None
+    if not isinstance(name, str) or not name.strip():
+        issues.append(ImportIssue(fname, lineno, None, f"record has no string {key_field!r} field"))
+        return None
+    try:
+        key = normalize_scenario_name(name)
+        rec = model.model_validate(obj)
+    except (ValidationError, ValueError) as exc:
+        msg = _short_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        issues.append(ImportIssue(fname, lineno, name, f"invalid record: {msg}"))
+        return None
+    return key, name.strip(), rec
+
+
+def index_awm_dir(src: Path, issues: list[ImportIssue]) -> dict[str, _Index]:
+    """First pass: every record's scenario and place, each line parsed and dropped (memory stays bounded
+    by the largest record, not the dataset). Bad lines (bytes, JSON, fields) are reported, not fatal."""
+    index: dict[str, _Index] = defaultdict(_Index)
     found = False
     for stem, (model, key_field) in _FILE_MODELS.items():
         path = src / f"{stem}.jsonl"
@@ -156,46 +218,60 @@ def read_awm_dir(src: Path, issues: list[ImportIssue]) -> dict[str, _Parts]:
             continue
         found = True
         fname = path.name
-        for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if not raw.strip():
+        for lineno, offset, raw in _iter_lines(path):
+            parsed = _parse(raw, fname, lineno, model, key_field, issues)
+            if parsed is None:
                 continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                issues.append(ImportIssue(fname, lineno, None, f"malformed JSON ({exc.msg} at column {exc.colno})"))
-                continue
-            name = obj.get(key_field) if isinstance(obj, dict) else None
-            if not isinstance(name, str) or not name.strip():
-                issues.append(ImportIssue(fname, lineno, None, f"record has no string {key_field!r} field"))
-                continue
-            try:
-                key = normalize_scenario_name(name)
-                rec = model.model_validate(obj)
-            except (ValidationError, ValueError) as exc:
-                msg = _short_error(exc) if isinstance(exc, ValidationError) else str(exc)
-                issues.append(ImportIssue(fname, lineno, name, f"invalid record: {msg}"))
-                continue
-            p = parts[key]
-            if stem == "gen_scenario" or p.name is None:
-                p.name = name
+            key, name, rec = parsed
+            entry = index[key]
+            entry.names.setdefault(name, f"{fname}:{lineno}")
+            ref = _LineRef(stem, offset, len(raw), lineno)
             if isinstance(rec, VerifierRecord):
                 if rec.verification.get("code") in (None, ""):
                     issues.append(ImportIssue(fname, lineno, key, f"task {rec.task_idx}: verifier code is null (generation failed); skipped"))
                     continue
                 vkey = (stem, rec.task_idx)
-                if vkey in p.verifiers:
-                    first = p.verifiers[vkey].line
-                    issues.append(ImportIssue(fname, lineno, key, f"duplicate verifier for task {rec.task_idx} (first at line {first}); kept the first"))
+                if vkey in entry.verifiers:
+                    issues.append(ImportIssue(fname, lineno, key, f"duplicate verifier for task {rec.task_idx} "
+                                                                  f"(first at line {entry.verifiers[vkey].line}); kept the first"))
                     continue
-                p.verifiers[vkey] = _Located(rec, fname, lineno)
+                entry.verifiers[vkey] = ref
+            elif stem in entry.refs:
+                issues.append(ImportIssue(fname, lineno, key, f"duplicate record for this scenario (first at line "
+                                                              f"{entry.refs[stem].line}); kept the first"))
             else:
-                if stem in p.by_file:
-                    first = p.by_file[stem].line
-                    issues.append(ImportIssue(fname, lineno, key, f"duplicate record for this scenario (first at line {first}); kept the first"))
-                    continue
-                p.by_file[stem] = _Located(rec, fname, lineno)
+                entry.refs[stem] = ref
     if not found:
         raise FileNotFoundError(f"{src} holds no AWM files (expected gen_scenario.jsonl, gen_tasks.jsonl, ...)")
+    return index
+
+
+def name_collisions(index: dict[str, _Index]) -> dict[str, list[str]]:
+    """Keys that two different display names normalise to: importing them would mix two scenarios' files.
+    (A record naming its scenario by the normalised key itself, as verifier files do, is not a collision.)"""
+    return {key: [f"{n!r} ({where})" for n, where in entry.names.items()]
+            for key, entry in index.items() if len([n for n in entry.names if n != key]) > 1}
+
+
+def _load_parts(src: Path, key: str, entry: _Index) -> _Parts:
+    """Second pass for one scenario: its records read back by offset and validated."""
+    parts = _Parts(name=_display_name(entry, key))
+    handles: dict[str, Any] = {}
+    try:
+        def read(ref: _LineRef) -> _Located:
+            fh = handles.get(ref.stem) or handles.setdefault(ref.stem, (src / f"{ref.stem}.jsonl").open("rb"))
+            fh.seek(ref.offset)
+            model = _FILE_MODELS[ref.stem][0]
+            return _Located(model.model_validate(json.loads(fh.read(ref.length).decode("utf-8"))),
+                            f"{ref.stem}.jsonl", ref.line)
+
+        for stem, ref in entry.refs.items():
+            parts.by_file[stem] = read(ref)
+        for vkey, ref in entry.verifiers.items():
+            parts.verifiers[vkey] = read(ref)
+    finally:
+        for fh in handles.values():
+            fh.close()
     return parts
 
 
@@ -330,38 +406,133 @@ def _stage_files(parts: _Parts, key: str, staging: Path, issues: list[ImportIssu
     return meta, files
 
 
-def import_awm_dir(src: Path | str, store: ArtifactStore,
-                   progress: Callable[[str, int], None] | None = None) -> ImportReport:
+def _write_status(folder: Path, stage: str, status: dict[str, Any]) -> None:
+    (folder / "status").mkdir(exist_ok=True)
+    (folder / "status" / f"{stage}.json").write_text(
+        json.dumps({**status, "stage": stage, "written_at": time.time()}, indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8")
+
+
+def _build_scenario(src: str, key: str, entry: _Index, staging_root: str) -> tuple[str, dict, dict, list, str | None]:
+    """Build one scenario complete in a staging folder (a worker process runs this). Returns the key, stage
+    metadata, stage files, issues and the staging folder (None when it failed: nothing is replaced)."""
+    issues: list[ImportIssue] = []
+    staging = Path(tempfile.mkdtemp(prefix=f".import-{key}-", dir=staging_root))
+    try:
+        parts = _load_parts(Path(src), key, entry)
+        meta, files = _stage_files(parts, key, staging, issues)
+        for stage in files:
+            _write_status(staging, stage, {"source": "imported", "source_dir": src, **meta.get(stage, {})})
+        return key, meta, files, issues, str(staging)
+    except Exception as exc:  # noqa: BLE001 - one scenario's failure must not stop the others
+        shutil.rmtree(staging, ignore_errors=True)
+        issues.append(ImportIssue(src, None, key, f"import failed, store left unchanged: {type(exc).__name__}: {exc}"))
+        return key, {}, {}, issues, None
+
+
+def _existing_source(store: ArtifactStore, key: str) -> str | None:
+    """Where the stored scenario came from: its import folder, 'synthesis', or None when there is none."""
+    if not store.has(key, "scenario.json"):
+        return None
+    try:
+        if store.read_json(key, "scenario.json").get("source", "synthesized") != "imported":
+            return "synthesis"
+        status = store.stage_status(key, "scenario") or {}
+    except (OSError, ValueError):
+        return "an unreadable scenario"
+    return status.get("source_dir") or "an unknown folder"
+
+
+def _swap_in(store: ArtifactStore, key: str, staging: Path) -> None:
+    """Replace the scenario folder whole: the new one is renamed into place, the old one removed after."""
+    target = store.scenario_dir(key)
+    old = None
+    if target.exists():
+        old = target.with_name(f".replaced-{key}-{os.getpid()}")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+    os.replace(staging, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def import_awm_dir(src: Path | str, store: ArtifactStore, progress: Callable[[str, int], None] | None = None, *,
+                   replace: bool = False, workers: int | None = None, sync_every: int = 64) -> ImportReport:
     """Import every scenario found in `src` into `store`; see the module docstring for the rules.
+
+    Streaming: a first pass indexes the files (each line parsed and dropped), then scenarios are built in
+    `workers` processes, each complete in a staging folder, and swapped in whole, so a re-import replaces
+    every stage of a scenario or none. A scenario imported from another folder is replaced only with
+    `replace=True`. Staged files are flushed with one sync per `sync_every` scenarios, not one per file.
     `progress(key, total)` is called after each scenario (a CLI progress bar)."""
     src = Path(src)
     report = ImportReport(source=str(src.resolve()))
-    parts_by_key = read_awm_dir(src, report.issues)
+    index = index_awm_dir(src, report.issues)
+    for key, names in sorted(name_collisions(index).items()):
+        report.issues.append(ImportIssue(str(src), None, key, "names " + " and ".join(names) + f" normalise to the same "
+                                         f"key {key!r}: neither is imported (rename one in the source)"))
+        del index[key]
+    for key in sorted(index):
+        previous = _existing_source(store, key)
+        if previous and (previous == "synthesis" or Path(previous).resolve() != src.resolve()) and not replace:
+            report.issues.append(ImportIssue(str(src), None, key, f"already imported from {previous}; not replaced "
+                                             "(import with replace to take this source instead)"))
+            del index[key]
     store.scenarios_root.mkdir(parents=True, exist_ok=True)
-    for key, parts in sorted(parts_by_key.items()):
+    total = len(index)
+    built: list[tuple[str, Path]] = []
 
-        staging = Path(tempfile.mkdtemp(prefix=f".import-{key}-", dir=store.scenarios_root))
-        try:
-            meta, files = _stage_files(parts, key, staging, report.issues)
-            target = store.scenario_dir(key)
-            target.mkdir(parents=True, exist_ok=True)
-            for stage, names in files.items():
-                for name in names:
-                    atomic_write_bytes(target / name, (staging / name).read_bytes())
-                store.write_stage_status(key, stage, {"source": "imported", "source_dir": str(src), **meta.get(stage, {})})
-            imp = ScenarioImport(key=key, name=parts.name or key, stages=meta, written=True)
+    def finish(result: tuple[str, dict, dict, list, str | None]) -> None:
+        key, meta, files, issues, staging = result
+        report.issues.extend(issues)
+        if staging is not None:
+            built.append((key, Path(staging)))
+            imp = ScenarioImport(key=key, name=_display_name(index[key], key), stages=meta, written=True)
             imp.missing = [s for s in PIPELINE_STAGES if s not in files]
             report.scenarios[key] = imp
-        except Exception as exc:  # noqa: BLE001 - one scenario's failure must not stop the others
-            report.issues.append(ImportIssue(str(src), None, key, f"import failed, store left unchanged: {type(exc).__name__}: {exc}"))
-        finally:
+        if len(built) >= sync_every:
+            _commit(store, built)
+        if progress is not None:
+            progress(key, total)
+
+    jobs = [(str(src.resolve()), key, index[key], str(store.scenarios_root)) for key in sorted(index)]
+    n_workers = max(1, min(workers or min(4, os.cpu_count() or 1), len(jobs)))
+    try:
+        done: set[str] = set()
+        if n_workers > 1 and len(jobs) >= 8:
+            try:
+                with ProcessPoolExecutor(max_workers=n_workers, mp_context=mp.get_context("spawn")) as pool:
+                    futures = [pool.submit(_build_scenario, *job) for job in jobs]
+                    for future in as_completed(futures):
+                        result = future.result()
+                        done.add(result[0])
+                        finish(result)
+            except BrokenProcessPool as exc:  # a worker died (memory, a signal): build the rest here
+                report.issues.append(ImportIssue(str(src), None, None, f"a build worker died ({exc}); the remaining "
+                                                 "scenarios were built in the importing process"))
+        for job in jobs:
+            if job[1] not in done:
+                finish(_build_scenario(*job))
+        _commit(store, built)
+    finally:
+        for _, staging in built:  # staged but not swapped in (an error above): leave nothing behind
             shutil.rmtree(staging, ignore_errors=True)
-            if progress is not None:
-                progress(key, len(parts_by_key))
     return report
 
 
-# -- export ---------------------------------------------------------------------------------------
+def _display_name(entry: _Index, key: str) -> str:
+    return next((n for n in entry.names if n != key), None) or next(iter(entry.names), key)
+
+
+def _commit(store: ArtifactStore, built: list[tuple[str, Path]]) -> None:
+    """Flush the staged scenarios to disk once, then swap each in (a crash leaves old or new, never half)."""
+    if not built:
+        return
+    os.sync()
+    for key, staging in built:
+        _swap_in(store, key, staging)
+    built.clear()
+
 
 def export_awm_dir(store: ArtifactStore, dest: Path | str, scenarios: list[str] | None = None) -> dict[str, int]:
     """Write the store's scenarios back as AWM JSONL files in `dest`; returns lines written per file."""

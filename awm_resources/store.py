@@ -97,7 +97,9 @@ class ArtifactStore:
     def list_scenarios(self) -> list[str]:
         if not self.scenarios_root.is_dir():
             return []
-        return sorted(p.name for p in self.scenarios_root.iterdir() if (p / "scenario.json").is_file())
+        # Dot folders are an import's staging and replaced copies, never scenarios.
+        return sorted(p.name for p in self.scenarios_root.iterdir()
+                      if not p.name.startswith(".") and (p / "scenario.json").is_file())
 
     def has(self, key: str, filename: str) -> bool:
         return self.path(key, filename).is_file()

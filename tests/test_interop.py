@@ -181,3 +181,65 @@ def test_cli_import_catalog_export(corpus_dir, tmp_path):
     assert out.returncode == 0 and (tmp_path / "out" / "gen_envs.jsonl").is_file()
     bad = subprocess.run([*awm, "import", str(tmp_path / "nowhere")], env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "is not a folder" in bad.stderr
+
+
+# -- robustness at scale (streaming, whole-scenario replacement, bad input) ----------------------------------
+
+def _copy_corpus(src: Path, dst: Path, copies: int, rename=lambda base, i: f"{base} copy {i}") -> Path:
+    """`copies` scenarios under new names built from the corpus's records (what `awm bench scale` does)."""
+    from awm_resources.names import normalize_scenario_name as norm
+
+    dst.mkdir(parents=True, exist_ok=True)
+    files = {p.name: [json.loads(line) for line in p.read_text().splitlines() if line.strip()] for p in src.glob("*.jsonl")}
+    bases = sorted({r["name"] for r in files["gen_scenario.jsonl"]})
+    for name, records in files.items():
+        field = "name" if name == "gen_scenario.jsonl" else "scenario"
+        with (dst / name).open("w") as out:
+            for i in range(copies):
+                base, new = bases[i % len(bases)], rename(bases[i % len(bases)], i)
+                for r in records:
+                    if norm(r[field]) == norm(base):
+                        out.write(json.dumps({**r, field: new if r[field] == base else norm(new)}) + "\n")
+    return dst
+
+
+def test_parallel_import_matches_and_reimport_replaces_whole(corpus_dir, tmp_path):
+    src = _copy_corpus(corpus_dir / "generated", tmp_path / "src", 10)
+    store = ArtifactStore(tmp_path / "home")
+    report = import_awm_dir(src, store, workers=2)  # 10 scenarios: built in two worker processes
+    assert len(report.scenarios) == 10 and all(s.written and not s.missing for s in report.scenarios.values())
+    key = "rover_copy_4"
+    assert store.present_stages(key) == list(STAGES)
+    assert not [p for p in store.scenarios_root.iterdir() if p.name.startswith(".")]  # no staging left behind
+    store.write_text(key, "server.py", "# edited after the import\n")
+    (store.scenario_dir(key) / "quality.json").write_text("{}")
+    # The same source again, now without env code for every scenario: each scenario is replaced whole.
+    (src / "gen_envs.jsonl").write_text("")
+    again = import_awm_dir(src, store, workers=1)
+    assert again.scenarios[key].missing == ["env_code"]
+    assert not store.has(key, "server.py") and not store.has(key, "quality.json")
+    assert store.present_stages(key) == [s for s in STAGES if s != "env_code"]
+
+
+def test_name_collisions_bad_bytes_and_other_sources(corpus_dir, tmp_path):
+    src = _copy_corpus(corpus_dir / "generated", tmp_path / "src", 5, rename=lambda base, i: base)
+    with (src / "gen_scenario.jsonl").open("a") as fh:  # a second name for gofundme's key
+        fh.write(json.dumps({"name": "GOFUNDME", "description": "another scenario"}) + "\n")
+    with (src / "gen_tasks.jsonl").open("ab") as fh:  # one bad byte in one line
+        fh.write(b'{"scenario": "Rover", "tasks": ["caf\xe9"]}\n')
+    store = ArtifactStore(tmp_path / "home")
+    report = import_awm_dir(src, store)
+    problems = [str(i) for i in report.issues]
+    assert "gofundme" not in report.scenarios and not store.has("gofundme", "scenario.json")
+    assert any("'GoFundMe'" in p and "'GOFUNDME'" in p and "same key 'gofundme'" in p for p in problems)
+    assert any(p.startswith("gen_tasks.jsonl:6 ") and "not UTF-8" in p for p in problems)
+    assert sorted(report.scenarios) == ["doordash_drive_delivery_tracking", "etsy_digital_downloads",
+                                        "fortnite_item_shop", "rover"]
+    # The same scenarios from another folder are not taken silently.
+    other = _copy_corpus(corpus_dir / "generated", tmp_path / "other", 5, rename=lambda base, i: base)
+    kept = import_awm_dir(other, store)
+    assert "rover" not in kept.scenarios
+    assert any("already imported from" in str(i) and "[rover]" in str(i) for i in kept.issues)
+    assert store.stage_status("rover", "scenario")["source_dir"] == str(src.resolve())
+    taken = import_awm_dir(other, store, replace=True)
+    assert "rover" in taken.scenarios and store.stage_status("rover", "scenario")["source_dir"] == str(other.resolve())
