@@ -178,6 +178,13 @@ class RayConfig(_Section):
     trainer_num_cpus: float = Field(default=1, ge=0)
     torch_threads: int | None = Field(default=None, description="torch CPU threads in the trainer (default: all cores)")
     in_process: bool = Field(default=False, description="run the trainer in the calling process instead of an actor")
+    trainer_workers: int = Field(default=1, ge=1, description="data-parallel trainer processes (Ray Train "
+                                 "TorchTrainer workers, each with trainer_num_gpus GPUs); 1: a single trainer actor")
+    strategy: Literal["ddp", "fsdp", "zero3"] = Field(
+        default="ddp", description="how trainer workers share the model: ddp (a full replica each), fsdp (FSDP "
+        "full shard) or zero3 (DeepSpeed ZeRO-3: parameters, gradients and Adam states sharded)")
+    backend: Literal["auto", "gloo", "nccl"] = Field(default="auto", description="torch.distributed backend "
+                                                     "(auto: nccl with GPUs, gloo on CPU)")
     startup_timeout_s: float = Field(default=300, gt=0, description="how long the trainer actor may wait for resources")
 
 
@@ -198,6 +205,19 @@ class TrainConfig(_Section):
                               "(decoded) under steps/ (large at scale; the tiny config turns it on)")
     tensorboard: bool = Field(default=True, description="TensorBoard event files under <output_dir>/tensorboard: "
                               "TRL's own logs (report_to) and every step's rollout metrics")
+
+    @model_validator(mode="after")
+    def _workers(self) -> "TrainConfig":
+        workers, g = self.ray.trainer_workers, self.grpo
+        if workers > 1 and (g.mini_batch_tasks * g.group_size) % workers:
+            raise ValueError(f"ray.trainer_workers ({workers}) must divide grpo.mini_batch_tasks x group_size "
+                             f"({g.mini_batch_tasks * g.group_size} rollouts per update)")
+        if self.ray.strategy != "ddp" and not (self.generation.backend == "vllm" and self.generation.vllm_mode == "server"):
+            raise ValueError(f"ray.strategy {self.ray.strategy} shards the weights, so generating with them needs a "
+                             "collective on every turn batch: use generation.backend vllm with vllm_mode server")
+        if workers > 1 and self.ray.in_process:
+            raise ValueError("ray.in_process runs one trainer; set ray.trainer_workers: 1 or drop in_process")
+        return self
 
     @model_validator(mode="after")
     def _context(self) -> "TrainConfig":

@@ -35,6 +35,22 @@ def _emit(on_event: EventSink | None, message: str, **data: Any) -> None:
         on_event({"kind": "info", "message": message, **data})
 
 
+def dist_rank() -> tuple[int, int]:
+    """(rank, world size) of this trainer process; (0, 1) outside a data-parallel group."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
 def cuda_available() -> bool:
     import torch
 
@@ -95,6 +111,7 @@ def grpo_args(config: TrainConfig, out_dir: Path, *, vllm: bool) -> Any:
                       vllm_max_model_length=config.generation.vllm_max_model_length or r.max_context_tokens)
         if config.generation.vllm_server_base_url:
             kwargs["vllm_server_base_url"] = config.generation.vllm_server_base_url
+    kwargs.update(strategy_args(config, cuda))
     return GRPOConfig(
         output_dir=str(out_dir), use_cpu=not cuda, bf16=cuda and config.model.dtype in ("auto", "bfloat16"),
         model_init_kwargs={"dtype": load_dtype},
@@ -102,7 +119,8 @@ def grpo_args(config: TrainConfig, out_dir: Path, *, vllm: bool) -> Any:
         epsilon_high=g.epsilon_high, importance_sampling_level=g.importance_sampling_level, loss_type=g.loss_type,
         use_bias_correction_kl=g.use_bias_correction_kl,
         scale_rewards=g.scale_rewards, num_iterations=1, num_generations=g.group_size,
-        per_device_train_batch_size=g.mini_batch_tasks * g.group_size, gradient_accumulation_steps=1,
+        per_device_train_batch_size=g.mini_batch_tasks * g.group_size // config.ray.trainer_workers,
+        gradient_accumulation_steps=1,
         steps_per_generation=updates, max_steps=g.steps * updates, max_completion_length=r.max_response_tokens,
         temperature=r.temperature, top_p=r.top_p, top_k=0, shuffle_dataset=False, remove_unused_columns=False,
         max_grad_norm=g.max_grad_norm, weight_decay=g.weight_decay, lr_scheduler_type=g.lr_scheduler,
@@ -112,6 +130,31 @@ def grpo_args(config: TrainConfig, out_dir: Path, *, vllm: bool) -> Any:
         seed=g.seed, dataloader_num_workers=0, gradient_checkpointing=config.model.gradient_checkpointing,
         use_vllm=vllm, **kwargs,
     )
+
+
+def strategy_args(config: TrainConfig, cuda: bool) -> dict[str, Any]:
+    """TrainingArguments for data-parallel trainer workers: the process-group backend, and FSDP or
+    DeepSpeed ZeRO-3 sharding (bf16 master weights on GPU; activation checkpointing from the model config)."""
+    ray = config.ray
+    if ray.trainer_workers == 1 and ray.strategy == "ddp":
+        return {}
+    backend = ray.backend if ray.backend != "auto" else ("nccl" if cuda else "gloo")
+    out: dict[str, Any] = {"ddp_backend": backend, "ddp_find_unused_parameters": False}
+    if ray.strategy == "fsdp":
+        out.update(fsdp="full_shard auto_wrap", fsdp_config={
+            "fsdp_version": 2, "reshard_after_forward": True, "auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+            "state_dict_type": "FULL_STATE_DICT", "activation_checkpointing": config.model.gradient_checkpointing})
+    elif ray.strategy == "zero3":
+        import importlib.util
+
+        if importlib.util.find_spec("deepspeed") is None:
+            raise TrainingError("ray.strategy zero3 needs DeepSpeed: pip install deepspeed (GPU machines)")
+        out["deepspeed"] = {
+            "zero_optimization": {"stage": 3, "overlap_comm": True, "contiguous_gradients": True,
+                                  "stage3_gather_16bit_weights_on_model_save": True},
+            "bf16": {"enabled": "auto"}, "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+            "train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto"}
+    return out
 
 
 def _step_callback(writer: MetricsWriter, trainer_box: dict[str, Any], config: TrainConfig, out_dir: Path) -> Any:
@@ -190,8 +233,12 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
     started = time.time()
     config = config.resolved()
     out_dir = Path(config.output_dir)
+    rank, world = dist_rank()
+    if rank:  # data-parallel worker: rank 0 writes the files and reports progress
+        on_event = None
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out_dir / "config.json", config.model_dump())
+    if rank == 0:
+        atomic_write_json(out_dir / "config.json", config.model_dump())
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     if config.ray.torch_threads or not cuda_available():
         torch.set_num_threads(config.ray.torch_threads or max(1, os.cpu_count() or 1))
@@ -239,7 +286,10 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
 
         tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
         warm_report = None
-        if config.warm_start.enabled:
+        if config.warm_start.enabled and rank:  # rank 0 warm-starts; the others load what it saved
+            barrier()
+            model_path = str(out_dir / "warm_start")
+        elif config.warm_start.enabled:
             from awm_rl.training.warm_start import supervised_steps, warm_start_samples
 
             t0 = time.time()
@@ -263,12 +313,16 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
                            "wall_s": round(time.time() - t0, 2), "model": model_path}
             _emit(on_event, f"warm start: {kept}/{ran} scripted episodes, {len(samples)} samples, loss "
                   f"{losses[0]:.3f} -> {losses[-1]:.3f} in {warm_report['wall_s']:.1f}s", warm_start=warm_report)
+            if world > 1:
+                barrier()
         summary = _train(config, out_dir, model_path, tokenizer, env_pool, tasks, schedule, loop_config, vllm, on_event)
     finally:
         pool.close()
     summary.update({"catalog": version.as_dict(), "scenarios": scenarios, "tasks": len(tasks), "excluded_tasks": excluded,
                     "warm_start": warm_report, "initial_model": model_path, "wall_s": round(time.time() - started, 2),
-                    "output_dir": str(out_dir), "config": config.model_dump()})
+                    "output_dir": str(out_dir), "config": config.model_dump(), "trainer_workers": world})
+    if rank:
+        return summary
     atomic_write_json(out_dir / SUMMARY_FILE, summary)
     if on_event:
         on_event({"kind": "done", "message": f"training done in {summary['wall_s']:.0f}s: {summary['final_model']}",
@@ -284,7 +338,8 @@ def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, 
     from awm_rl.training import tasks as T
     from awm_rl.training.trainer import AWMGRPOTrainer, RolloutContext, awm_episode_reward
 
-    writer = MetricsWriter(out_dir, on_event, tensorboard=config.tensorboard)
+    rank, _ = dist_rank()
+    writer = MetricsWriter(out_dir / f"rank{rank}" if rank else out_dir, on_event, tensorboard=config.tensorboard and not rank)
     if config.tensorboard:  # TRL's TensorBoardCallback (report_to) writes beside the step metrics
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(out_dir / TENSORBOARD_DIR)
     box: dict[str, Any] = {}
@@ -305,10 +360,11 @@ def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, 
     finally:
         writer.close()
     final = out_dir / "final"
-    trainer.save_model(str(final))
-    tokenizer.save_pretrained(str(final))
+    trainer.save_model(str(final))  # every rank: sharded weights are gathered for the save
+    if rank == 0:
+        tokenizer.save_pretrained(str(final))
     delta = param_delta(before, trainer.model)
-    curves = plot_curves(writer.records, out_dir / CURVES_FILE) if writer.records else None
+    curves = plot_curves(writer.records, out_dir / CURVES_FILE) if writer.records and rank == 0 else None
     last = writer.records[-1] if writer.records else {}
     checkpoints = [str(p) for p in sorted((p for p in out_dir.glob("checkpoint-*") if p.is_dir()),
                                           key=lambda p: int(p.name.split("-")[-1]))]
@@ -318,4 +374,4 @@ def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, 
             "last_checkpoint": checkpoints[-1] if checkpoints else None, "metrics_file": str(out_dir / METRICS_FILE),
             "curves": str(curves) if curves else None, "final_metrics": last, "weights": delta,
             "tensorboard": str(out_dir / TENSORBOARD_DIR) if config.tensorboard else None,
-            "generation": "vllm" if vllm else "transformers"}
+            "generation": "vllm" if vllm else "transformers", "trainer_processes": trainer.accelerator.num_processes}

@@ -51,8 +51,94 @@ class TrainerWorker:
         return {"node_id": ctx.get_node_id(), "gpu_ids": ray.get_gpu_ids(), "pid": os.getpid()}
 
 
+class EventQueue:
+    """Actor body: progress events from rank 0 of a data-parallel job, polled by the launcher."""
+
+    def __init__(self) -> None:
+        self._events: list[dict[str, Any]] = []
+
+    def push(self, event: dict[str, Any]) -> None:
+        self._events.append({"time": time.time(), **event})
+
+    def poll(self, since: int) -> list[dict[str, Any]]:
+        return self._events[since:]
+
+
+def _train_worker(loop_config: dict[str, Any]) -> None:
+    """Ray Train worker body: one data-parallel trainer process (the process group is already set up)."""
+    import ray
+    from ray import train
+
+    os.environ.update(loop_config["env"])
+    queue = loop_config["events"]
+    rank = train.get_context().get_world_rank()
+    on_event = (lambda event: queue.push.remote(event)) if rank == 0 else None
+    summary = run_training(TrainConfig.model_validate(loop_config["config"]), on_event=on_event)
+    if rank == 0:
+        ray.get(queue.push.remote({"kind": "summary", "message": "summary", "summary": summary}))
+
+
+def _launch_data_parallel(config: TrainConfig, on_event: EventSink | None, env: dict[str, str],
+                          poll_s: float) -> dict[str, Any]:
+    """`ray.trainer_workers` trainer processes under Ray Train's TorchTrainer (DDP / FSDP / ZeRO-3 through
+    transformers' Trainer on the process group Ray Train sets up); environment hosts stay where
+    `environments.env_host_resources` puts them. Files go to `output_dir` (storage every node sees)."""
+    import ray
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    workers, gpus = config.ray.trainer_workers, config.ray.trainer_num_gpus
+    backend = config.ray.backend if config.ray.backend != "auto" else ("nccl" if gpus else "gloo")
+    queue = ray.remote(num_cpus=0)(EventQueue).remote()
+    resources = {"CPU": max(0.01, config.ray.trainer_num_cpus), **({"GPU": gpus} if gpus else {})}  # no empty bundles
+    trainer = TorchTrainer(
+        _train_worker, train_loop_config={"config": config.model_dump(), "env": env, "events": queue},
+        scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus > 0, resources_per_worker=resources),
+        torch_config=TorchConfig(backend=backend, timeout_s=int(config.ray.startup_timeout_s) + 1800),
+        run_config=RunConfig(name=f"awm-{config.name}", storage_path=str(config.resolved_output_dir() / "ray_train")))
+    if on_event:
+        on_event({"kind": "info", "message": f"{workers} data-parallel trainer workers ({config.ray.strategy}, {backend}),"
+                  f" {gpus} GPU(s) and {config.ray.trainer_num_cpus} CPU(s) each"})
+    box: dict[str, Any] = {}
+
+    def fit() -> None:
+        try:
+            box["result"] = trainer.fit()
+        except BaseException as exc:  # noqa: BLE001  reported below, in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=fit, name="awm-ray-train", daemon=True)
+    thread.start()
+    seen, summary = 0, None
+    try:
+        while True:
+            thread.join(timeout=poll_s)
+            events = ray.get(queue.poll.remote(seen), timeout=60)
+            seen += len(events)
+            for event in events:
+                if event.get("kind") == "summary":
+                    summary = event["summary"]
+                elif on_event:
+                    on_event(event)
+            if not thread.is_alive():
+                break
+    finally:
+        ray.kill(queue, no_restart=True)
+    if "error" in box:
+        cause = box["error"]
+        while getattr(cause, "__cause__", None) is not None and not isinstance(cause, TrainingError):
+            cause = cause.__cause__
+        if isinstance(cause, TrainingError):
+            raise TrainingError(str(cause)) from None
+        raise TrainingError(f"the data-parallel training job failed: {box['error']}") from None
+    if summary is None:
+        raise TrainingError("the data-parallel training job ended without a summary from rank 0")
+    return summary
+
+
 def launch_training(config: TrainConfig, on_event: EventSink | None = None, *, poll_s: float = 1.0) -> dict[str, Any]:
-    """Run the job in a Ray actor (or in this process when `ray.in_process`); returns its summary."""
+    """Run the job in a Ray actor, in `ray.trainer_workers` Ray Train workers, or in this process
+    (`ray.in_process`); returns its summary."""
     config = config.resolved()
     if config.ray.in_process:
         return run_training(config, on_event)
@@ -61,6 +147,10 @@ def launch_training(config: TrainConfig, on_event: EventSink | None = None, *, p
     from awm_resources.ray_cluster import init_ray
 
     info = init_ray(config.ray.address)
+    if config.ray.trainer_workers > 1:
+        env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+        env["AWM_HOME"] = str(config.store_root())
+        return _launch_data_parallel(config, on_event, env, poll_s)
     if on_event:
         on_event({"kind": "info", "message": f"Ray cluster {info.get('address')} ({info.get('num_cpus')} CPUs); "
                   f"trainer actor with {config.ray.trainer_num_gpus} GPU(s), {config.ray.trainer_num_cpus} CPU(s)"})

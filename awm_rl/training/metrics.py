@@ -65,7 +65,7 @@ def rollout_metrics(episodes: list[Episode], scores: list[EpisodeScore]) -> dict
         return round(sum(s.outcome == outcome and not bad for s, bad in zip(scores, failed)) / n, 6) if n else 0.0
 
     return {
-        "episodes": n, "reward_mean": mean, "reward_std": round(std, 6),
+        "episodes": n, "scored": len(rewards), "reward_mean": mean, "reward_std": round(std, 6),
         "completion_rate": ratio("completed"), "partial_rate": ratio("partially_completed"),
         "format_error_ratio": ratio("format_error"), "environment_error_ratio": ratio("environment_error"),
         "agent_error_ratio": ratio("agent_error"),
@@ -77,6 +77,30 @@ def rollout_metrics(episodes: list[Episode], scores: list[EpisodeScore]) -> dict
         "completion_tokens": sum(s.completion_tokens for e in episodes for s in e.steps),
         "judge_cost_usd": round(sum(s.judge.cost_usd for s in scores if s.judge), 6),
     }
+
+
+_SUMMED = ("episodes", "policy_failures", "context_overflows", "prompt_tokens", "completion_tokens", "judge_cost_usd",
+           "scored")
+_PER_EPISODE = ("completion_rate", "partial_rate", "format_error_ratio", "environment_error_ratio", "agent_error_ratio",
+                "policy_failure_ratio", "turns_mean", "tool_calls_mean")
+
+
+def merge_rollout_metrics(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One step's rollout metrics from the data-parallel processes' shares (counts summed, ratios and means
+    weighted by episodes, the reward's mean and std pooled over the scored episodes)."""
+    out = dict(parts[0])
+    episodes = sum(p["episodes"] for p in parts) or 1
+    for key in _SUMMED:
+        out[key] = sum(p.get(key, 0) for p in parts)
+    for key in _PER_EPISODE:
+        out[key] = round(sum(p[key] * p["episodes"] for p in parts) / episodes, 6)
+    scored = sum(p["scored"] for p in parts)
+    if scored:
+        mean = sum(p["reward_mean"] * p["scored"] for p in parts) / scored
+        second = sum((p["reward_std"] ** 2 + p["reward_mean"] ** 2) * p["scored"] for p in parts) / scored
+        out["reward_mean"], out["reward_std"] = round(mean, 6), round(math.sqrt(max(0.0, second - mean ** 2)), 6)
+    out["judge_cost_usd"] = round(out["judge_cost_usd"], 6)
+    return out
 
 
 def time_summary(records: list[dict[str, Any]]) -> dict[str, Any]:

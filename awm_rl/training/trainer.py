@@ -42,7 +42,7 @@ from trl.models.utils import disable_gradient_checkpointing
 
 from awm_rl.agent.loop import EnvironmentPool, EpisodeSpec, LoopConfig, discard_snapshot
 from awm_rl.reward import Judge, TaskRecord, score_episodes
-from awm_rl.training.metrics import is_policy_failure, rollout_metrics
+from awm_rl.training.metrics import is_policy_failure, merge_rollout_metrics, rollout_metrics
 from awm_rl.training.objective import engine_ratio, fold_engine_ratio, group_advantages, real_rows
 from awm_rl.training.rollouts import BusyClock, GenerationBroker, RecordingPolicy, TimedPool, run_rollouts, time_split
 from awm_rl.training.samples import (
@@ -100,9 +100,33 @@ class AWMGRPOTrainer(GRPOTrainer):
 
     # -- generation ----------------------------------------------------------------------------------
     def _awm_generate(self, prompts: list[list[int]]) -> tuple[list[list[int]], list[list[float]] | None]:
-        """One batch of turns through TRL's single-turn path (vLLM with weight sync, or transformers)."""
+        """One batch of turns through TRL's single-turn path (vLLM or transformers), or, with several trainer
+        processes and a vLLM server, straight to the server: TRL's server path gathers every process's prompts
+        and broadcasts the answers (collectives), and turn batches here come at each process's own pace."""
+        if self.use_vllm and self.vllm_mode == "server" and self.accelerator.num_processes > 1:
+            return self._awm_server_generate(prompts)
         completion_ids, logprobs = self._generate_single_turn(prompts, None, {}, 1)
         return [list(c) for c in completion_ids], logprobs
+
+    def _awm_server_generate(self, prompts: list[list[int]]) -> tuple[list[list[int]], list[list[float]]]:
+        if getattr(self, "_awm_client", None) is None:
+            from trl.generation.vllm_client import VLLMClient
+
+            args = self.args
+            url = args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
+            self._awm_client = VLLMClient(base_url=url, connection_timeout=args.vllm_server_timeout)
+        out = self._awm_client.generate(
+            prompts=prompts, n=1, repetition_penalty=self.repetition_penalty, temperature=self.temperature,
+            top_p=self.top_p, top_k=self.top_k, min_p=0.0 if self.min_p is None else self.min_p,
+            max_tokens=self.max_completion_length, logprobs=0, generation_kwargs=self.args.generation_kwargs)
+        return [list(c) for c in out["completion_ids"]], [[lp[0] for lp in seq] for seq in out["logprobs"]]
+
+    def _awm_sync_weights(self) -> None:
+        """Push the policy's weights to vLLM once per generation round, on every process at the same point
+        (gathering sharded weights is a collective), before any turn is generated."""
+        if self.use_vllm and self.state.global_step != self._last_loaded_step:
+            self.vllm_generation.sync_weights()
+            self._last_loaded_step = self.state.global_step
 
     def _prefetch(self, round_index: int) -> None:
         """Create the instances of step `round_index`'s rollouts on the hosts ahead of time."""
@@ -111,8 +135,9 @@ class AWMGRPOTrainer(GRPOTrainer):
         counts: dict[str, int] = {}
         for record in self.awm.schedule[round_index]:
             counts[record.scenario] = counts.get(record.scenario, 0) + self.num_generations
+        share = self.accelerator.num_processes  # each data-parallel process runs its share of the rollouts
         for scenario, n in counts.items():
-            self.awm.pool.prefetch_instances(scenario, n)
+            self.awm.pool.prefetch_instances(scenario, -(-n // share))
 
     # -- the generation round ------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -122,6 +147,8 @@ class AWMGRPOTrainer(GRPOTrainer):
         self.awm_round += 1
         step = self.awm_round
         started, wall_start = time.perf_counter(), time.time()
+
+        self._awm_sync_weights()
 
         # 1. rollouts (environment calls clocked, generation batches served by this thread)
         specs = [EpisodeSpec(row["scenario"], int(row["task_idx"]), row["task"]) for row in inputs]
@@ -187,6 +214,10 @@ class AWMGRPOTrainer(GRPOTrainer):
         if mode == "train":
             self.state.num_input_tokens_seen += prompt_tokens + completion_tokens
         metrics = rollout_metrics(episodes, scores)
+        if self.accelerator.num_processes > 1:  # every process ran its share of the step's rollouts
+            from accelerate.utils import gather_object
+
+            metrics = merge_rollout_metrics(gather_object([metrics]))
         metrics.update({"step": step, "samples": real, "padding_samples": len(samples) - real,
                         "frac_reward_zero_std": round(float(zero_std.float().mean()), 6),
                         "generation_batches": len(broker.batches),

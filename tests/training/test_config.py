@@ -31,6 +31,9 @@ def test_shipped_configs_load():
     assert paper.grpo.tasks_per_step == 64 and paper.generation.backend == "vllm"
     assert paper.grpo.importance_sampling_level == "token" and paper.grpo.engine_correction
     assert paper.judge.mode == "sql" and not paper.grpo.use_bias_correction_kl
+    node = load_config(PROJECT_ROOT / "configs" / "node-8gpu.yaml")
+    assert (node.ray.trainer_workers, node.ray.strategy, node.model.path) == (4, "fsdp", "Qwen/Qwen3-8B")
+    assert node.generation.vllm_mode == "server" and node.environments.env_host_resources == {"cpu_worker": 0.01}
     gpu = load_config(PROJECT_ROOT / "configs" / "single-gpu.yaml", {"grpo": {"steps": 1}})
     assert gpu.ray.trainer_num_gpus == 1 and gpu.grpo.steps == 1 and gpu.grpo.group_size == 4
 
@@ -47,6 +50,12 @@ def test_errors_name_the_file_and_field(tmp_path):
         load_config(bad)
     bad.write_text("model: {tiny: true}\ngrpo: {engine_correction_min: 2.0, engine_correction_max: 1.5}\n")
     with pytest.raises(ConfigError, match="engine_correction_min"):
+        load_config(bad)
+    bad.write_text("model: {tiny: true}\nray: {trainer_workers: 3}\n")
+    with pytest.raises(ConfigError, match="trainer_workers"):
+        load_config(bad)
+    bad.write_text("model: {tiny: true}\nray: {trainer_workers: 2, strategy: fsdp}\n")
+    with pytest.raises(ConfigError, match="vllm_mode server"):
         load_config(bad)
     bad.write_text("model: {tiny: true, path: x}\n")
     with pytest.raises(ConfigError, match="exactly one of"):
@@ -115,3 +124,23 @@ def test_judge_from_config(monkeypatch):
         build_judge(TrainConfig.model_validate({"model": {"tiny": True}, "judge": {"mode": "sql"}}))
     judge = build_judge(TrainConfig.model_validate({"model": {"tiny": True}, "judge": {"mode": "llm", "llm_model": "replay"}}))
     assert judge.mode == "llm" and judge.llm.model == "replay" and judge.llm.temperature == 0.0
+
+
+def test_data_parallel_strategy_args():
+    import importlib.util
+
+    from awm_rl.training.config import TrainConfig
+    from awm_rl.training.job import TrainingError, strategy_args
+
+    server = {"model": {"path": "Qwen/Qwen3-8B"}, "generation": {"backend": "vllm", "vllm_mode": "server"}}
+    fsdp = strategy_args(TrainConfig.model_validate({**server, "ray": {"trainer_workers": 4, "strategy": "fsdp"}}), True)
+    assert fsdp["ddp_backend"] == "nccl" and fsdp["fsdp"] == "full_shard auto_wrap"
+    ddp = strategy_args(TrainConfig.model_validate({"model": {"tiny": True}, "ray": {"trainer_workers": 2}}), False)
+    assert ddp == {"ddp_backend": "gloo", "ddp_find_unused_parameters": False}
+    assert strategy_args(TrainConfig.model_validate({"model": {"tiny": True}}), False) == {}
+    zero3 = TrainConfig.model_validate({**server, "ray": {"trainer_workers": 4, "strategy": "zero3"}})
+    if importlib.util.find_spec("deepspeed") is None:
+        with pytest.raises(TrainingError, match="pip install deepspeed"):
+            strategy_args(zero3, True)
+    else:
+        assert strategy_args(zero3, True)["deepspeed"]["zero_optimization"]["stage"] == 3
