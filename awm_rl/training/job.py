@@ -266,7 +266,10 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
     if config.model.tiny:
         from awm_rl.tiny_model import MODEL_FOLDER, build_tiny_qwen3
 
-        build_tiny_qwen3(Path(config.model.tiny_cache_dir))
+        if rank == 0:  # one builder: workers writing the same files at once read each other's partial files
+            build_tiny_qwen3(Path(config.model.tiny_cache_dir))
+        if world > 1:
+            barrier()
         model_path = str(Path(config.model.tiny_cache_dir) / MODEL_FOLDER)
     else:
         model_path = config.model.path
