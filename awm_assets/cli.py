@@ -31,6 +31,7 @@ FORWARDED = {
     (app, "quality"): ("awm_rl.quality.commands", "quality_main", "the quality gate: tools probed, tasks checked"),
     (bench_app, "serve"): ("awm_rl.runtime.commands", "bench_serve_main", "environment runtime vs one process per instance"),
     (bench_app, "quality"): ("awm_rl.quality.commands", "bench_quality_main", "probe cost per environment"),
+    (bench_app, "scale"): ("benchmarks.scale", "main", "import and catalog at AWM-1K size (--scenarios N)"),
     (audit_app, "verifiers"): ("awm_rl.commands_rollout", "audit_main", "every verifier on its unchanged database"),
     (eval_app, "bfcl"): ("awm_rl.bfcl.commands", "main", "BFCL multi-turn categories through the agent loop"),
 }

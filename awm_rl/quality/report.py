@@ -102,6 +102,7 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
     out["verifier_crash"] = out["crash"]
     out["eligible_tasks"] = sum(1 for t in out["tasks"] if t["eligible"])
     atomic_write_json(store.path(scenario, QUALITY_FILE), out)
+    atomic_write_json(_by_digest(store, out["digest"], out.get("judge")), out)
     return out
 
 
@@ -222,16 +223,29 @@ def summarize_batch(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _by_digest(store: ArtifactStore, digest: str, judge_label: str | None) -> Path:
+    """Results by content: a scenario whose files equal an already checked one (a copy under another name,
+    a re-import) takes its result without running generated code again."""
+    suffix = "" if judge_label is None else "." + hashlib.sha256(judge_label.encode()).hexdigest()[:8]
+    return store.root / "quality_by_digest" / f"{digest}{suffix}.json"
+
+
 def stored_quality(store: ArtifactStore, scenario: str, judge: Any | None = None) -> dict[str, Any] | None:
     """The stored result if it still matches the scenario's files (else None: run it again); with a
-    judge, only a result that the same judge confirmed."""
+    judge, only a result that the same judge confirmed. A result for identical content checked under
+    another name is taken over (and stored for this scenario)."""
     path = store.path(scenario, QUALITY_FILE)
-    if not path.is_file():
+    digest = content_digest(store, scenario)
+    if path.is_file():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("digest") == digest and (judge is None or data.get("judge") == _judge_label(judge)):
+            return data
+    shared = _by_digest(store, digest, _judge_label(judge))
+    if not shared.is_file():
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if judge is not None and data.get("judge") != _judge_label(judge):
-        return None
-    return data if data.get("digest") == content_digest(store, scenario) else None
+    data = {**json.loads(shared.read_text(encoding="utf-8")), "scenario": scenario}
+    atomic_write_json(path, data)
+    return data
 
 
 def quality(store: ArtifactStore, scenarios: list[str] | None = None, *, reuse: bool = True,
