@@ -1,6 +1,7 @@
 """CLI entry points of the runtime; the project's `awm` CLI forwards its remaining argv here.
 
-- `awm serve SCENARIO [--port P] [--home DIR]`: the environment as an MCP server (streamable HTTP).
+- `awm serve SCENARIO [--port P] [--home DIR]`: the environment as an MCP server (streamable HTTP); it
+  binds its port, then re-executes itself inside bubblewrap with the listening socket (see `_exec_sandboxed`).
 - `awm bench serve --json [--scenarios ...] [--instances N] [--quick]`: runtime vs published baseline.
 
 Also runnable without the CLI: `python -m awm_rl.runtime.commands serve|bench-serve ...`.
@@ -25,6 +26,7 @@ def serve_main(argv: list[str]) -> int:
     parser.add_argument("--call-timeout", type=float, default=10.0, help="seconds per tool call (default 10)")
     parser.add_argument("--memory-mb", type=int, default=2048,
                         help="extra address space the env code may use (default 2048)")
+    parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)  # inside the sandbox
     args = parser.parse_args(argv)
 
     import asyncio
@@ -50,6 +52,19 @@ def serve_main(argv: list[str]) -> int:
         print(f"awm serve: unknown scenario {args.scenario!r} (no {folder / 'server.py'}); "
               f"scenarios with environment code in {store.root}: {available or 'none'}", file=sys.stderr)
         return 2
+    if args.listen_fd is None:
+        # Bind here: a port conflict is reported as such, and the socket is handed to uvicorn.
+        sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((args.host, args.port))
+        except OSError as exc:
+            print(f"awm serve: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
+            return 1
+        sock.listen(1024)  # clients connecting right after the ready line wait in the backlog, not refused
+        _exec_sandboxed(args, key, store.root, folder, sock)  # returns only when bubblewrap is unavailable
+    else:
+        sock = socket.socket(fileno=args.listen_fd)  # bound outside, in the host's network namespace
     warnings.filterwarnings("ignore")
     drop_secrets()
     install_guard()
@@ -61,15 +76,6 @@ def serve_main(argv: list[str]) -> int:
         print(f"awm serve: environment {key!r} could not be loaded: {exc}", file=sys.stderr)
         return 1
     server, _instance = build_mcp_server(host)
-    # Bind here: a port conflict is reported as such, and the socket is handed to uvicorn.
-    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((args.host, args.port))
-    except OSError as exc:
-        print(f"awm serve: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
-        return 1
-    sock.listen(1024)  # clients connecting right after the ready line wait in the backlog, not refused
     port = sock.getsockname()[1]
     print(f"awm serve: {key} ({len(host.tools)} tools + reset_environment) at "
           f"http://{args.host}:{port}{args.path} (cold start {host.cold_start_ms:.0f} ms)", flush=True)
@@ -79,6 +85,34 @@ def serve_main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _exec_sandboxed(args: argparse.Namespace, key: str, store_root: Path, folder: Path, sock) -> None:
+    """Replace this process with the same server inside bubblewrap (`awm_rl.runtime.sandbox`): the
+    listening socket, bound here in the host's network namespace, is inherited and keeps accepting
+    clients, while the generated code runs in an empty network namespace (it can answer connections
+    but open none), its own PID namespace, with a read-only system and scenario folder, a clean
+    environment, uid nobody. SIGTERM to this pid (then bubblewrap) ends the server. Returns only when
+    bubblewrap is unavailable (the server then runs here under the Python-level guards alone)."""
+    import os
+
+    from awm_rl.limits import untrusted_env
+    from awm_rl.runtime.sandbox import isolation_level, sandbox_available, sandboxed_command
+
+    if not sandbox_available():
+        print(f"awm serve: OS isolation: {isolation_level()}", file=sys.stderr)
+        return
+    fd = sock.fileno()
+    os.set_inheritable(fd, True)
+    inner = [sys.executable, "-m", "awm_rl.runtime.commands", "serve", key, "--home", str(store_root),
+             "--host", args.host, "--path", args.path, "--call-timeout", str(args.call_timeout),
+             "--memory-mb", str(args.memory_mb), "--listen-fd", str(fd)]
+    argv, env = sandboxed_command(inner, readable=[folder], cwd=Path("/tmp"),
+                                  env=untrusted_env(PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1",
+                                                    HOME="/tmp", TMPDIR="/tmp"))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(argv[0], argv, env)
 
 
 def bench_serve_main(argv: list[str]) -> int:

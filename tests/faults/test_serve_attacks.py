@@ -1,0 +1,71 @@
+"""Hostile environment code behind `awm serve`: the server binds its port, then runs inside bubblewrap
+with the listening socket; the handler's attacks fail there while the server keeps answering."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from .conftest import Listener, wait_gone
+from .test_env_host_attacks import HOSTILE_ENV
+
+
+def test_awm_serve_contains_hostile_code(tmp_path, home_secret, victim):
+    from fastmcp import Client
+
+    from tests.runtime.conftest import make_scenario
+
+    make_scenario(tmp_path / "store", "hostile_env", HOSTILE_ENV)
+    secret = f"sk-serve-fault-{uuid.uuid4().hex}"
+    marker = f"4247.{uuid.uuid4().int % 10**6}"
+    proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.commands", "serve", "hostile_env", "--port", "0",
+                             "--home", str(tmp_path / "store")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1", "AWM_FAULT_API_KEY": secret})
+    listener = Listener()
+    path, home_value = home_secret
+    try:
+        deadline = time.monotonic() + 90
+        line = ""
+        while time.monotonic() < deadline and "awm serve:" not in line and proc.poll() is None:
+            line = proc.stdout.readline()
+        url = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
+        assert url, f"awm serve did not start: {line!r} {proc.stderr.read()[-2000:] if proc.poll() is not None else ''}"
+        assert Path(f"/proc/{proc.pid}/exe").resolve().name == "bwrap"  # it re-executed itself in the sandbox
+
+        async def session() -> dict:
+            async with Client(url.group(1)) as client:
+                res = await client.call_tool("attack", {"pid": proc.pid, "port": listener.port,
+                                                        "home_file": str(path), "victim": str(victim),
+                                                        "marker": marker}, raise_on_error=False)
+                assert not res.is_error, res.content[0].text
+                notes = await client.call_tool("list_notes", {}, raise_on_error=False)
+                assert not notes.is_error  # still serving
+                return json.loads(res.content[0].text)
+
+        seen = asyncio.run(session())
+        text = json.dumps(seen)
+        assert secret not in text and home_value not in text
+        # (only the scenario's folder is mounted, read-only; a write beside it lands in the private /tmp)
+        assert not (tmp_path / "store" / "scenarios" / "pwned.txt").exists()
+        for name in ("home", "project", "loopback", "kill_actor", "own_code", "ray_session"):
+            assert seen[name].startswith("FAILED"), (name, seen[name])
+        assert seen["visible"].startswith("OK [1, 2"), seen["visible"]
+        assert listener.accepted == 0
+        assert proc.poll() is None
+        assert victim.read_text() == "keep me"
+    finally:
+        listener.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert wait_gone(marker) == [], "a process started by the served code outlived the server"
