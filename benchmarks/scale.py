@@ -91,7 +91,7 @@ def run(n: int, corpus: Path, workers: int | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         import_into_dagster(root / "src", store, instance, replace=True)  # the store part again, plus Dagster
         dagster_s = time.perf_counter() - started - import_s
-        events = sum(len(instance.fetch_materializations(dg.AssetKey(stage), limit=100_000).records)
+        events = sum(len(instance.fetch_materializations(dg.AssetKey(stage), limit=10_000).records)
                      for stage in PIPELINE_STAGES)
 
         full_s, ready = _catalog_seconds(store)
