@@ -73,6 +73,8 @@ def _python_dirs() -> list[Path]:
     """The interpreter, its standard library and the (virtual) environment's site-packages."""
     dirs = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix), Path(sys.base_exec_prefix)}
     dirs.add(Path(os.path.realpath(sys.executable)).parent.parent)
+    # package folders outside the prefixes (a system interpreter's dist-packages, a user site): code only
+    dirs.update(Path(p) for p in sys.path if p and ("site-packages" in p or "dist-packages" in p))
     return sorted({d for d in dirs if d.is_dir()})
 
 
