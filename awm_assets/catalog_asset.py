@@ -4,7 +4,7 @@
 import dagster as dg
 
 from awm_resources.store import PIPELINE_STAGES, atomic_write_json
-from awm_assets.quality_assets import complete_scenarios
+from awm_assets.quality_assets import catalog_refresh_condition, complete_scenarios
 from awm_assets.resources import StoreResource
 from awm_assets.ui_tables import asset_link, records_table
 
@@ -16,6 +16,7 @@ CATALOG_FILE = "catalog.json"
 @dg.asset(
     deps=[*(dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES),
           "environment_quality"],
+    automation_condition=catalog_refresh_condition(),
     group_name="catalog",
     kinds={"json"},
     description="Ready environments (all stages present, blocking checks passed) with their statistics; tasks the "

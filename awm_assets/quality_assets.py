@@ -14,6 +14,32 @@ from awm_assets.resources import LLMResource, StoreResource
 QUALITY_SUMMARY_FILE = "quality_summary.json"
 
 
+def catalog_refresh_condition() -> dg.AutomationCondition:
+    """When `environment_quality`, `environment_catalog` and `synthesis_statistics` refresh themselves
+    (evaluated by `catalog_automation` in sensors.py; replaces the old run-status sensor).
+
+    Not `AutomationCondition.eager()`: eager also requires `~any_deps_missing()`, and these assets read
+    every scenario partition of the stages through `AllPartitionMapping`, so one scenario that is still
+    being synthesized, gave up at a stage, or was imported without all stages keeps a dependency
+    "missing" and eager never fires. Instead:
+
+    - `any_deps_updated().since_last_handled()`: some stage of some scenario (or, for the catalog,
+      `environment_quality`) materialized since this asset was last requested or materialized. Updates
+      made by a run that also materializes this asset (the `refresh_catalog` job) do not count, and a
+      dependency requested on the same tick does, so quality, catalog and statistics go in one run.
+    - `~any_deps_in_progress()`: no run is materializing a stage right now, so a burst of scenario runs
+      (a seed batch) costs one refresh when it settles, not one per scenario (the O(N^2) audits of the
+      run-status sensor); a batch that runs for hours refreshes at its end, or on `awm catalog --refresh`.
+    - `~in_progress()`: never two refreshes at once; updates that land during one trigger the next.
+
+    Each refresh is incremental (quality results are reused by content digest), so firing late or once
+    more than needed costs seconds, not a re-audit of the corpus.
+    """
+    return (dg.AutomationCondition.any_deps_updated().since_last_handled()
+            & ~dg.AutomationCondition.any_deps_in_progress()
+            & ~dg.AutomationCondition.in_progress()).with_label("catalog_refresh")
+
+
 def complete_scenarios(store: ArtifactStore) -> list[str]:
     return [k for k in store.list_scenarios() if set(STAGES) <= set(store.present_stages(k))]
 
@@ -71,6 +97,7 @@ def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: Stor
 
 @dg.asset(
     deps=[dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES],
+    automation_condition=catalog_refresh_condition(),
     group_name="catalog",
     kinds={"json"},
     description="The quality gate over every complete scenario, summed in the paper's terms: share of environments "

@@ -1,4 +1,4 @@
-"""Sensors: register new seed batches, synthesize new scenarios, refresh the catalog after each."""
+"""Sensors: register new seed batches, synthesize new scenarios; the catalog refreshes itself declaratively."""
 
 
 import json
@@ -9,7 +9,7 @@ import dagster as dg
 
 from awm_resources.store import STAGES, ArtifactStore
 
-from awm_assets.jobs import catalog_job, generate_scenarios_job, synthesize_scenario_job
+from awm_assets.jobs import generate_scenarios_job, synthesize_scenario_job
 from awm_assets.partitions import scenario_partitions, seed_batch_partitions
 from awm_assets.synthesis.scenarios import batch_already_generated
 from awm_assets.synthesis.seeds import DEFAULT_SEED_DIR, SeedFileError, find_seed_files, read_seed_batch
@@ -73,8 +73,17 @@ def new_scenario_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult 
     return dg.SensorResult(run_requests=requests, cursor=json.dumps(sorted(requested)))
 
 
-@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, monitored_jobs=[synthesize_scenario_job],
-                      request_job=catalog_job, default_status=dg.DefaultSensorStatus.RUNNING,
-                      description="Refreshes the environment catalog after each synthesized scenario.")
-def catalog_refresh_sensor(context: dg.RunStatusSensorContext) -> dg.RunRequest:
-    return dg.RunRequest(run_key=f"catalog-after-{context.dagster_run.run_id}")
+# Declarative automation instead of a run-status sensor per synthesized scenario: the quality summary,
+# the catalog and the statistics carry `catalog_refresh_condition()` (awm_assets/quality_assets.py says
+# when it fires and why it is not `eager()`); this sensor evaluates it. Declared explicitly and RUNNING by
+# default, so `dagster dev` refreshes the catalog with no toggle in the UI (the implicit default
+# automation sensor starts stopped).
+catalog_automation = dg.AutomationConditionSensorDefinition(
+    "catalog_automation",
+    target=dg.AssetSelection.assets("environment_quality", "environment_catalog", "synthesis_statistics"),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=15,
+    description="Refreshes environment_quality, environment_catalog and synthesis_statistics once scenario "
+                "runs have settled after any stage materialized (incremental: unchanged scenarios are not "
+                "re-audited).",
+)

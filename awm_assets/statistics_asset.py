@@ -4,6 +4,7 @@ import dagster as dg
 
 from awm_resources.store import PIPELINE_STAGES, atomic_write_json
 
+from awm_assets.quality_assets import catalog_refresh_condition
 from awm_assets.resources import StoreResource
 from awm_assets.synthesis.statistics import synthesis_statistics
 from awm_assets.ui_tables import records_table
@@ -16,6 +17,7 @@ COLUMNS = ["batch", "stage", "scenarios", "succeeded", "degraded", "failed", "im
 @dg.asset(
     name="synthesis_statistics",
     deps=[dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES],
+    automation_condition=catalog_refresh_condition(),
     group_name="catalog",
     kinds={"json"},
     description="Synthesis statistics as the paper's Table 1: per seed batch and stage the success rate, mean "

@@ -45,3 +45,29 @@ def test_bundled_embedder_loads_offline_and_separates_domains():
     assert vecs.shape == (3, 384)
     sims = vecs @ vecs.T
     assert sims[0, 1] > 0.6 and sims[0, 2] < 0.4
+
+
+def test_catalog_refreshes_declaratively_over_partially_synthesized_scenarios():
+    """One scenario complete, another with no stage at all (still synthesizing, given up or imported
+    partially): eager() would never fire over AllPartitionMapping; catalog_refresh_condition does, once."""
+    from awm_assets.definitions import defs
+    from awm_resources.store import PIPELINE_STAGES
+
+    sensor = defs.get_sensor_def("catalog_automation")
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert not any(s.name == "catalog_refresh_sensor" for s in defs.sensors)
+    targets = {"environment_quality", "environment_catalog", "synthesis_statistics"}
+    graph = defs.resolve_asset_graph()
+    for key in targets:
+        assert graph.get(dg.AssetKey(key)).automation_condition.get_label() == "catalog_refresh"
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("scenarios", ["done", "pending"])
+        first = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        assert first.total_requested == 0  # nothing updated yet
+        for stage in PIPELINE_STAGES:
+            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=stage, partition="done"))
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+        requested = {k.to_user_string() for k in map(dg.AssetKey, targets) if tick.get_num_requested(k)}
+        assert requested == targets
+        again = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
+        assert again.total_requested == 0  # handled: requested once per update, not on every tick

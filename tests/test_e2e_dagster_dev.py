@@ -1,6 +1,6 @@
 """End to end through the real Dagster webserver and daemon: a seed file dropped into the watched folder is
-picked up by the sensor, its scenarios are synthesized by daemon-launched runs, and the UI's GraphQL API
-shows every scenario partition materialized and the catalog refreshed. Then, on the same server, a headless
+picked up by the sensor, its scenarios are synthesized by daemon-launched runs, the catalog refreshes itself
+(declarative automation, no catalog job) and the UI's GraphQL API shows every scenario partition materialized. Then, on the same server, a headless
 Chromium (Debian's package, driven by Playwright) looks at the UI as a researcher would: the asset graph, a
 scenario's partition page with its checks and previews, and a run launched from the UI."""
 
@@ -49,20 +49,32 @@ def _graphql(port: int, query: str) -> dict:
         return json.loads(resp.read())["data"]
 
 
+CATALOG_MATERIALIZATIONS = ('{ assetOrError(assetKey: {path: ["environment_catalog"]}) { ... on Asset { '
+                            'assetMaterializations(limit: 5) { runId } } } }')
+
+
 @dataclass
 class DevServer:
     port: int
     root: Path  # seeds, dagster_home, awm_home, dev.log
     runs: list  # the runs once the demo batch is synthesized and the catalog refreshed (or the wait ran out)
+    catalog_runs: list  # ids of the runs that materialized environment_catalog (newest first)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def catalog_environments(self) -> int:
+        try:
+            return len(json.loads((self.root / "awm_home" / "catalog.json").read_text())["environments"])
+        except (OSError, ValueError, KeyError):
+            return 0
+
     @property
     def synthesized(self) -> bool:
+        """3 scenario runs succeeded and the automation has materialized the catalog with all 3 ready."""
         return (sum(r["jobName"] == "synthesize_scenario" and r["status"] == "SUCCESS" for r in self.runs) == 3
-                and any(r["jobName"] == "refresh_catalog" and r["status"] == "SUCCESS" for r in self.runs))
+                and bool(self.catalog_runs) and self.catalog_environments() == 3)
 
 
 @pytest.fixture(scope="module")
@@ -85,15 +97,17 @@ def dagster_dev(tmp_path_factory):
                              "-h", "127.0.0.1", "-p", str(port)], cwd=PROJECT_ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        server = DevServer(port, root, [])
-        deadline = time.monotonic() + 420
+        server = DevServer(port, root, [], [])
+        deadline = time.monotonic() + 480
         while time.monotonic() < deadline:
             time.sleep(5)
             try:
-                data = _graphql(port, "{ runsOrError { ... on Runs { results { jobName status } } } }")
+                data = _graphql(port, "{ runsOrError { ... on Runs { results { runId jobName status tags { key value } } } } }")
+                mats = _graphql(port, CATALOG_MATERIALIZATIONS)["assetOrError"].get("assetMaterializations") or []
             except OSError:
                 continue
             server.runs = data["runsOrError"]["results"]
+            server.catalog_runs = [m["runId"] for m in mats]
             if server.synthesized:
                 break
         yield server
@@ -115,6 +129,13 @@ def test_sensor_driven_synthesis_in_dagster_dev(dagster_dev):
     assert parts["verifiers"] == SCENARIOS
     catalog = json.loads((dagster_dev.root / "awm_home" / "catalog.json").read_text())
     assert len(catalog["environments"]) == 3
+    # The catalog was materialized by the declarative automation (no refresh_catalog job ran): the run that
+    # wrote it was launched by the catalog_automation sensor, together with the quality summary and statistics.
+    assert not [r for r in runs if r["jobName"] == "refresh_catalog"], runs
+    by_id = {r["runId"]: r for r in runs}
+    auto = by_id[dagster_dev.catalog_runs[0]]
+    assert auto["status"] == "SUCCESS", auto
+    assert {"key": "dagster/sensor_name", "value": "catalog_automation"} in auto["tags"], auto
     assert "broken.jsonl" in (dagster_dev.root / "dev.log").read_text()
 
 
