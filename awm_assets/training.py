@@ -31,6 +31,9 @@ class TrainingRunConfig(dg.Config):
     scenarios: list[str] = Field(default_factory=list, description="train only on these catalog environments (empty: "
                                  "the config's list, which tiny-cpu replaces by the catalog's ready ones where absent)")
     steps: int = Field(default=0, description="override grpo.steps (0: the config's)")
+    bfcl_categories: list[str] = Field(default_factory=list, description="evaluate every saved checkpoint on these BFCL "
+                                       "categories (e.g. multi_turn_base): accuracy per category over training steps")
+    bfcl_limit: int = Field(default=5, description="BFCL cases per category and checkpoint (0: all)")
 
 
 def _load(config: TrainingRunConfig, store_root: Path, run_id: str):
@@ -94,6 +97,7 @@ def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, 
     from awm_rl.training.metrics import read_metrics
 
     per_step = read_metrics(Path(summary["output_dir"]))
+    bfcl = _bfcl_over_steps(context, config, per_step, Path(summary["output_dir"]))
     catalog = summary["catalog"]
     return dg.MaterializeResult(
         metadata={
@@ -116,10 +120,35 @@ def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, 
             "generation": summary["generation"],
             "weights_delta_l2": float(summary["weights"]["param_delta_l2"]),
             "wall_s": float(summary["wall_s"]),
+            **bfcl,
             "trainer_config": dg.MetadataValue.md(f"```yaml\n{yaml.safe_dump(summary['config'], sort_keys=False)}```"),
         },
         data_version=dg.DataVersion(f"{catalog['sha256'][:16]}-{context.run.run_id[:8]}"),
     )
+
+
+def _bfcl_over_steps(context: dg.AssetExecutionContext, config: TrainingRunConfig, per_step: list[dict],
+                     out_dir: Path) -> dict:
+    """Metadata of the BFCL curve over the run's checkpoints (empty when not asked for)."""
+    if not config.bfcl_categories:
+        return {}
+    from awm_rl.bfcl.over_training import checkpoints_by_step, evaluate_checkpoints, plot_over_steps
+    from awm_rl.bfcl.runner import BFCLPolicyError
+
+    checkpoints = checkpoints_by_step(per_step)
+    if not checkpoints:
+        context.log.warning("no checkpoint was saved during the run: nothing to evaluate on BFCL (grpo.save_every)")
+        return {}
+    try:
+        rows = evaluate_checkpoints(checkpoints, list(config.bfcl_categories), out_dir=out_dir / "bfcl",
+                                    limit=config.bfcl_limit or None)
+    except BFCLPolicyError as exc:
+        raise dg.Failure(description=f"BFCL over training steps: {exc}", allow_retries=False) from None
+    for row in rows:
+        context.log.info(f"BFCL {row['category']} at step {row['step']}: {row['accuracy']:.1%} of {row['cases']} case(s)")
+    plot = plot_over_steps(rows, out_dir / "bfcl" / "bfcl_over_steps.png")
+    return {"bfcl_over_steps": records_table(rows, ["step", "category", "accuracy", "cases"]),
+            "bfcl_over_steps_plot": dg.MetadataValue.path(str(plot or ""))}
 
 
 training_job = dg.define_asset_job("training_job", selection=[grpo_training],
@@ -127,10 +156,12 @@ training_job = dg.define_asset_job("training_job", selection=[grpo_training],
 
 
 def training_run_config(config_path: str = DEFAULT_CONFIG, steps: int = 0, scenarios: list[str] | None = None,
-                        overrides_yaml: str = "") -> dict:
+                        overrides_yaml: str = "", bfcl_categories: list[str] | None = None, bfcl_limit: int = 5) -> dict:
     """Run config for `training_job` / `grpo_training`."""
     return {"ops": {"grpo_training": {"config": {"config_path": config_path, "steps": steps,
-                                                 "scenarios": list(scenarios or []), "overrides_yaml": overrides_yaml}}}}
+                                                 "scenarios": list(scenarios or []), "overrides_yaml": overrides_yaml,
+                                                 "bfcl_categories": list(bfcl_categories or []),
+                                                 "bfcl_limit": bfcl_limit}}}}
 
 
 training_schedule = dg.ScheduleDefinition(

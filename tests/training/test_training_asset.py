@@ -25,7 +25,8 @@ def test_training_asset_materializes_with_the_tiny_config(corpus_store, tmp_path
     result = dg.materialize(
         [environment_catalog, grpo_training], instance=instance,
         resources={"store": StoreResource(root=str(root)), "ray": RayResource()},
-        run_config=training_run_config("configs/tiny-cpu.yaml", steps=1),
+        run_config=training_run_config("configs/tiny-cpu.yaml", steps=1, bfcl_categories=["multi_turn_base"],
+                                       bfcl_limit=1),
     )
     assert result.success
     meta = result.asset_materializations_for_node("grpo_training")[0].metadata
@@ -44,6 +45,11 @@ def test_training_asset_materializes_with_the_tiny_config(corpus_store, tmp_path
     assert any(p.name.startswith("events.out.tfevents") for p in Path(meta["tensorboard"].value).rglob("*"))
     logs = [e.message for e in instance.all_logs(result.run_id) if e.user_message]
     assert any("warm start:" in m for m in logs) and any("step 1/1:" in m for m in logs)  # progress streamed
+    # BFCL over training steps: the step-1 checkpoint scored by BFCL's own checker (the tiny model's score is
+    # what it is), as a table and a plot file.
+    [row] = [r.data for r in meta["bfcl_over_steps"].value.records]
+    assert row["step"] == 1 and row["category"] == "multi_turn_base" and row["cases"] == 1 and 0 <= row["accuracy"] <= 1
+    assert Path(meta["bfcl_over_steps_plot"].value).read_bytes()[:4] == b"\x89PNG"
     # Each RL step reached the UI while the run went on, as an observation of the asset.
     observations = [e.dagster_event.event_specific_data.asset_observation for e in instance.all_logs(result.run_id)
                     if e.dagster_event and e.dagster_event.event_type_value == "ASSET_OBSERVATION"]
