@@ -4,6 +4,7 @@ ones: a partition per scenario and a materialization (with the importer's metada
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dagster as dg
@@ -23,7 +24,7 @@ def _metadata(store: ArtifactStore, key: str, stage: str, meta: dict, source: st
     if meta.get("failed_statements"):
         out["failed_statements"] = records_table(meta["failed_statements"], ["table", "index", "error", "statement"])
     try:
-        out["preview"] = dg.MetadataValue.md(previews.preview(store, key, stage))
+        out["preview"] = dg.MetadataValue.md(previews.preview(store, key, stage, full=False))
     except (KeyError, FileNotFoundError, ValueError):
         pass
     return out
@@ -31,16 +32,28 @@ def _metadata(store: ArtifactStore, key: str, stage: str, meta: dict, source: st
 
 def import_into_dagster(src: Path, store: ArtifactStore, instance: dg.DagsterInstance | None,
                         progress: Callable[[str, int], None] | None = None, *, replace: bool = False) -> ImportReport:
-    report = import_awm_dir(src, store, progress, replace=replace)
+    """The store import, and for each chunk of scenarios it swaps in, their partitions and one materialization
+    per stage, written by a background thread while the next chunk builds (events cost more than builds)."""
     if instance is None:
-        return report
-    written = [k for k, s in report.scenarios.items() if s.written]
-    register_scenarios(instance, written)
-    for key in written:
-        for stage, meta in report.scenarios[key].stages.items():
-            if stage == "scenario":
-                continue
-            instance.report_runless_asset_event(dg.AssetMaterialization(
-                asset_key=stage, partition=key, description=f"imported from {report.source}",
-                metadata=_metadata(store, key, stage, meta, report.source)))
+        return import_awm_dir(src, store, progress, replace=replace)
+
+    def write_events(keys: list[str], report: ImportReport) -> None:
+        register_scenarios(instance, keys)
+        for key in keys:
+            for stage, meta in report.scenarios[key].stages.items():
+                if stage == "scenario":
+                    continue
+                instance.report_runless_asset_event(dg.AssetMaterialization(
+                    asset_key=stage, partition=key, description=f"imported from {report.source}",
+                    metadata=_metadata(store, key, stage, meta, report.source)))
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dagster-events") as writer:
+        pending = []
+
+        def on_committed(keys: list[str], report: ImportReport) -> None:
+            pending.append(writer.submit(write_events, list(keys), report))
+
+        report = import_awm_dir(src, store, progress, replace=replace, on_committed=on_committed)
+        for future in pending:
+            future.result()  # an event that could not be written fails the import loudly, after the store
     return report

@@ -457,14 +457,16 @@ def _swap_in(store: ArtifactStore, key: str, staging: Path) -> None:
 
 
 def import_awm_dir(src: Path | str, store: ArtifactStore, progress: Callable[[str, int], None] | None = None, *,
-                   replace: bool = False, workers: int | None = None, sync_every: int = 64) -> ImportReport:
+                   replace: bool = False, workers: int | None = None, sync_every: int = 64,
+                   on_committed: Callable[[list[str], ImportReport], None] | None = None) -> ImportReport:
     """Import every scenario found in `src` into `store`; see the module docstring for the rules.
 
     Streaming: a first pass indexes the files (each line parsed and dropped), then scenarios are built in
     `workers` processes, each complete in a staging folder, and swapped in whole, so a re-import replaces
     every stage of a scenario or none. A scenario imported from another folder is replaced only with
     `replace=True`. Staged files are flushed with one sync per `sync_every` scenarios, not one per file.
-    `progress(key, total)` is called after each scenario (a CLI progress bar)."""
+    `progress(key, total)` is called after each scenario (a CLI progress bar), `on_committed(keys, report)`
+    after each chunk of scenarios is in place (Dagster events are written from there)."""
     src = Path(src)
     report = ImportReport(source=str(src.resolve()))
     index = index_awm_dir(src, report.issues)
@@ -491,7 +493,7 @@ def import_awm_dir(src: Path | str, store: ArtifactStore, progress: Callable[[st
             imp.missing = [s for s in PIPELINE_STAGES if s not in files]
             report.scenarios[key] = imp
         if len(built) >= sync_every:
-            _commit(store, built)
+            _commit(store, built, report, on_committed)
         if progress is not None:
             progress(key, total)
 
@@ -513,7 +515,7 @@ def import_awm_dir(src: Path | str, store: ArtifactStore, progress: Callable[[st
         for job in jobs:
             if job[1] not in done:
                 finish(_build_scenario(*job))
-        _commit(store, built)
+        _commit(store, built, report, on_committed)
     finally:
         for _, staging in built:  # staged but not swapped in (an error above): leave nothing behind
             shutil.rmtree(staging, ignore_errors=True)
@@ -524,14 +526,18 @@ def _display_name(entry: _Index, key: str) -> str:
     return next((n for n in entry.names if n != key), None) or next(iter(entry.names), key)
 
 
-def _commit(store: ArtifactStore, built: list[tuple[str, Path]]) -> None:
+def _commit(store: ArtifactStore, built: list[tuple[str, Path]], report: ImportReport,
+            on_committed: Callable[[list[str], ImportReport], None] | None) -> None:
     """Flush the staged scenarios to disk once, then swap each in (a crash leaves old or new, never half)."""
     if not built:
         return
     os.sync()
     for key, staging in built:
         _swap_in(store, key, staging)
+    keys = [key for key, _ in built]
     built.clear()
+    if on_committed is not None:
+        on_committed(keys, report)
 
 
 def export_awm_dir(store: ArtifactStore, dest: Path | str, scenarios: list[str] | None = None) -> dict[str, int]:

@@ -20,7 +20,8 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def preview(store: ArtifactStore, key: str, stage: str) -> str:
+def preview(store: ArtifactStore, key: str, stage: str, *, full: bool = True) -> str:
+    """Markdown of a stage's artifact; `full=False` keeps it short (imports of thousands of scenarios)."""
     if stage == "tasks":
         tasks = store.read_json(key, "tasks.json")["tasks"]
         return "\n".join(f"{i}. {_cell(t)}" for i, t in enumerate(tasks))
@@ -36,7 +37,7 @@ def preview(store: ArtifactStore, key: str, stage: str) -> str:
         tables = store.read_json(key, "sample.json")["tables"]
         rows = ["| table | inserts | reasoning |", "|---|---|---|"]
         rows += [f"| {t['table_name']} | {len(t.get('insert_statements', []))} | {_cell(_cut(t.get('reasoning') or '', 120))} |" for t in tables]
-        return "\n".join(rows) + "\n\n" + sample_rows(store.path(key, "initial.db"))
+        return "\n".join(rows) + ("\n\n" + sample_rows(store.path(key, "initial.db")) if full else "")
     if stage == "api_spec":
         spec = store.read_json(key, "api_spec.json")
         rows = ["| tool | method | path | summary |", "|---|---|---|---|"]
@@ -45,14 +46,15 @@ def preview(store: ArtifactStore, key: str, stage: str) -> str:
         return "\n".join(rows)
     if stage == "env_code":  # the whole file: researchers read the code the agent is trained against
         code = store.read_text(key, "server.py")
-        return f"{len(code.splitlines())} lines\n\n" + fenced(code, "python", limit=400_000)
+        shown = code if full else "\n".join(code.splitlines()[:60]) + "\n# ... (the whole file: server.py in the store)"
+        return f"{len(code.splitlines())} lines\n\n" + fenced(shown, "python", limit=400_000)
     if stage == "verifiers":
         entries = store.read_json(key, "verifiers.json")["verifiers"]
         rows = ["| task | functions | success criteria |", "|---|---|---|"]
         rows += [f"| {e['task_idx']} | {', '.join(e.get('functions', []))} | {_cell(_cut(e.get('success_criteria') or '', 120))} |" for e in entries]
         code = [f"#### Task {e['task_idx']}: {_cell(_cut(e.get('task') or '', 200))}\n\n{fenced(e.get('code', ''), 'python', 20_000)}"
                 for e in entries]
-        return "\n".join(rows) + "\n\n### Verifier code\n\n" + "\n\n".join(code)
+        return "\n".join(rows) + ("\n\n### Verifier code\n\n" + "\n\n".join(code) if full else "")
     raise KeyError(stage)
 
 
