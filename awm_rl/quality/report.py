@@ -34,6 +34,18 @@ CHECKED_FILES = ("server.py", "initial.db", "tasks.json", "verifiers.json", SOLU
 INELIGIBLE = ("missing", "crash", "vacuous", "nondeterministic", "blocked", "unsolvable")
 
 
+def file_stats(store: ArtifactStore, scenario: str) -> list:
+    """(name, size, mtime_ns) of every checked file: when these are unchanged, so is the digest (no hashing)."""
+    out = []
+    for name in CHECKED_FILES:
+        try:
+            st = store.path(scenario, name).stat()
+            out.append([name, st.st_size, st.st_mtime_ns])
+        except FileNotFoundError:
+            out.append([name, None, None])
+    return out
+
+
 def content_digest(store: ArtifactStore, scenario: str) -> str:
     """Digest of every file the quality check reads: equal digests, equal results."""
     h = hashlib.sha256()
@@ -69,7 +81,8 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
 
     folder = store.scenario_dir(scenario)
     server, initial = folder / "server.py", folder / "initial.db"
-    out: dict[str, Any] = {"scenario": scenario, "digest": content_digest(store, scenario), "judge": _judge_label(judge)}
+    out: dict[str, Any] = {"scenario": scenario, "digest": content_digest(store, scenario), "judge": _judge_label(judge),
+                           "file_stats": file_stats(store, scenario)}
     if not server.is_file() or not initial.is_file():
         missing = [p.name for p in (server, initial) if not p.is_file()]
         return {**out, "error": f"cannot check: {', '.join(missing)} missing", "tools": {}, "tasks": [],
@@ -235,15 +248,18 @@ def stored_quality(store: ArtifactStore, scenario: str, judge: Any | None = None
     judge, only a result that the same judge confirmed. A result for identical content checked under
     another name is taken over (and stored for this scenario)."""
     path = store.path(scenario, QUALITY_FILE)
+    stats = file_stats(store, scenario)
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    judged = data is not None and (judge is None or data.get("judge") == _judge_label(judge))
+    if judged and data.get("file_stats") == stats:
+        return data  # nothing checked was touched since: no need to hash the files again
     digest = content_digest(store, scenario)
-    if path.is_file():
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("digest") == digest and (judge is None or data.get("judge") == _judge_label(judge)):
-            return data
+    if judged and data.get("digest") == digest:
+        return data
     shared = _by_digest(store, digest, _judge_label(judge))
     if not shared.is_file():
         return None
-    data = {**json.loads(shared.read_text(encoding="utf-8")), "scenario": scenario}
+    data = {**json.loads(shared.read_text(encoding="utf-8")), "scenario": scenario, "file_stats": stats}
     atomic_write_json(path, data)
     return data
 
