@@ -254,7 +254,9 @@ def stored_quality(store: ArtifactStore, scenario: str, judge: Any | None = None
     if judged and data.get("file_stats") == stats:
         return data  # nothing checked was touched since: no need to hash the files again
     digest = content_digest(store, scenario)
-    if judged and data.get("digest") == digest:
+    if judged and data.get("digest") == digest:  # touched, not changed: remember the new stats
+        data["file_stats"] = stats
+        atomic_write_json(path, data)
         return data
     shared = _by_digest(store, digest, _judge_label(judge))
     if not shared.is_file():
