@@ -7,13 +7,29 @@ stopped, a crash), Ray starts a fresh incarnation and the instances it held answ
 as Environment Errors.
 
 Where bubblewrap is available (`awm_rl.runtime.sandbox`), generated code never runs in the actor:
-the actor starts one isolated worker process (`python -m awm_rl.runtime.actor`, in bubblewrap: no
-network, read-only system and store, its own PID namespace, a clean environment, uid nobody) that
-imports the scenarios and serves the batches; the actor forwards each batch over a pipe (JSON with
-a length prefix, never pickle: the worker is untrusted) and writes snapshot files itself from the
-database images the worker returns. When the worker ends, the actor ends too, so Ray restarts both.
-Without bubblewrap the host runs in the actor process under the Python-level limits only (address-
-space cap, resident-set watchdog, network refused while generated code runs), as `isolation` says.
+the actor starts one isolated worker process per scenario (`python -m awm_rl.runtime.actor`, in
+bubblewrap: no network, read-only system and only that scenario's folder, its own PID namespace, a
+clean environment, uid nobody) that imports the scenario and serves its instances; the actor forwards
+each batch over the workers' pipes (JSON with a length prefix, never pickle: the worker is untrusted)
+and writes snapshot files itself from the database images a worker returns. One scenario per worker:
+code of one scenario cannot reach another scenario's instances (another process, another sandbox), and
+a worker that ends (its watchdog, a crash, generated code killing itself) loses only its own scenario's
+instances; the actor stays up and starts a fresh worker on the next create.
+
+Imports: a worker imports its scenario before it says it is ready; the actor waits for that under the
+import limit plus a startup allowance (`import_timeout_s + STARTUP_ALLOWANCE_S`), and no other
+caller's deadline applies to it (the actor runs batches for different scenarios concurrently, so a
+slow import holds up nothing but creates of the same scenario). A worker that dies before it is
+ready is an import crash: callers hear "import failed: <cause>" (exit status or signal and the tail of
+the worker's stderr), and after `IMPORT_CRASH_LIMIT` crashes the scenario is quarantined (every
+later create answers the same error, naming the cause, without starting a worker). A clean import
+error (an exception, `sys.exit`, a deadline) is remembered at once, as before. The actor also keeps
+a deadline per request to a worker (its calls' deadlines plus `REQUEST_GRACE_S`): a worker that
+stops answering (stopped, stuck past its own watchdog) is killed, its scenario alone.
+
+Without bubblewrap the scenarios run in the actor process (`MultiHost`) under the Python-level
+limits only (address-space cap, resident-set watchdog, network refused while generated code runs),
+as `isolation` says; the actor then runs one batch at a time.
 """
 
 from __future__ import annotations
@@ -30,6 +46,7 @@ import sys
 import threading
 import time
 import warnings
+from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -47,11 +64,31 @@ class OpError:
     message: str
 
 
+IMPORT_CRASH_LIMIT = 3  # worker deaths before ready, after which a scenario is quarantined
+STARTUP_ALLOWANCE_S = 20.0  # interpreter start plus FastAPI/SQLAlchemy imports on a busy machine
+REQUEST_GRACE_S = 15.0  # beyond a request's call deadlines (the worker's watchdog grace, cancellation)
+OP_KINDS = ("call", "reset", "open", "release", "create", "load", "snapshot", "snapshot_bytes")
+
+
+def _op_scenario(op: Any) -> str | None:
+    """The scenario an operation belongs to: named by create/load, the prefix of an instance id otherwise."""
+    if not isinstance(op, (list, tuple)) or len(op) < 2 or op[0] not in OP_KINDS or not isinstance(op[1], str):
+        return None
+    return op[1] if op[0] in ("create", "load") else op[1].rsplit(":", 2)[0]
+
+
+def _lost(op: Any, message: str, kind: str = "unknown") -> Any:
+    """The answer to an operation whose worker is gone ("unknown") or could not start ("load")."""
+    if op and op[0] == "call":
+        return environment_error(f"environment error: {message}")
+    return OpError(kind, message)
+
+
 class EnvHost:
     """Actor body (plain class, so it can also run in-process for debugging).
 
-    `isolate`: run the host in a bubblewrap'd worker process behind a pipe (default: when bubblewrap
-    is available); False runs it in this process (Python-level guards only).
+    `isolate`: run each scenario in its own bubblewrap'd worker process behind a pipe (default: when
+    bubblewrap is available); False runs them all in this process (Python-level guards only).
     """
 
     def __init__(self, store_root: str, *, call_timeout_s: float = 10.0, memory_mb: int | None = 6144,
@@ -59,8 +96,9 @@ class EnvHost:
         from awm_rl.limits import drop_secrets
         from awm_rl.runtime.sandbox import isolation_level, sandbox_available
 
-        self._worker: _IsolatedWorker | None = None
+        self._isolated = False
         self.isolation = "none: host runs in this process (isolate=False)"
+        self.incarnation = os.urandom(6).hex()
         if isolate is None:
             isolate = sandbox_available()
             if not isolate:
@@ -68,9 +106,23 @@ class EnvHost:
         if isolate:
             drop_secrets()
             self.isolation = isolation_level()
-            self._worker = _IsolatedWorker(store_root, dict(call_timeout_s=call_timeout_s, memory_mb=memory_mb,
-                                                            rss_cap_mb=rss_cap_mb, import_timeout_s=import_timeout_s))
+            self._isolated = True
+            self.store_root = str(Path(store_root).resolve())
+            self.call_timeout_s = call_timeout_s
+            self.import_timeout_s = import_timeout_s
+            self._options = dict(call_timeout_s=call_timeout_s, memory_mb=memory_mb, rss_cap_mb=rss_cap_mb,
+                                 import_timeout_s=import_timeout_s)
+            self._workers: dict[str, _ScenarioWorker] = {}
+            self._start_locks: dict[str, threading.Lock] = {}
+            self._import_crashes: dict[str, list[str]] = {}
+            self._quarantined: dict[str, str] = {}
+            self._load_errors: dict[str, str] = {}
+            self._lock = threading.Lock()
+            self._pipe_ms: list[float] = []
+            (Path(self.store_root) / "scenarios").mkdir(parents=True, exist_ok=True)
+            threading.Thread(target=self._monitor, name="awm-worker-deadlines", daemon=True).start()
             return
+        self._local_lock = threading.Lock()
         self._init_local(store_root, call_timeout_s=call_timeout_s, memory_mb=memory_mb, rss_cap_mb=rss_cap_mb,
                          import_timeout_s=import_timeout_s)
 
@@ -97,22 +149,168 @@ class EnvHost:
         gc.freeze()
         gc.set_threshold(20_000, 20, 20)
 
+    # -- isolated workers ----------------------------------------------------------------------
+    def _monitor(self) -> None:
+        """Kill a worker that does not answer a request within its deadline (that scenario only)."""
+        while True:
+            time.sleep(0.2)
+            now = time.monotonic()
+            for worker in list(self._workers.values()) + [w for w in list(_STARTING) if w.owner is self]:
+                until = worker.busy_until
+                if until is not None and now > until:
+                    worker.kill(f"it did not answer within its deadline ({worker.busy_budget:.0f}s)")
+
+    def _worker_for(self, scenario: str, *, start: bool) -> tuple["_ScenarioWorker | None", str | None]:
+        """The live worker of `scenario` (started when `start`), or (None, why not)."""
+        with self._lock:
+            found = self._known(scenario)
+            if found is not None or not start:
+                return found
+            lock = self._start_locks.setdefault(scenario, threading.Lock())
+        with lock:  # one import of a scenario at a time; other scenarios go on meanwhile
+            with self._lock:
+                found = self._known(scenario)
+                if found is not None:
+                    return found
+            folder = Path(self.store_root) / "scenarios" / scenario
+            if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,200}", scenario) or scenario.startswith(".") or not folder.is_dir():
+                return None, f"unknown scenario {scenario!r}: no folder {folder}"
+            worker = _ScenarioWorker(self, scenario, folder)
+            try:
+                ready = worker.start(self.import_timeout_s + STARTUP_ALLOWANCE_S)
+            except _ImportCrash as crash:
+                with self._lock:
+                    crashes = self._import_crashes.setdefault(scenario, [])
+                    crashes.append(crash.cause)
+                    message = f"import failed: {crash.cause}"
+                    if len(crashes) >= IMPORT_CRASH_LIMIT:
+                        message += (f" (the import crashed {len(crashes)} times; {scenario!r} is quarantined on "
+                                    "this host)")
+                        self._quarantined[scenario] = message
+                return None, message
+            if "load_error" in ready:
+                message = str(ready["load_error"])
+                with self._lock:
+                    self._load_errors[scenario] = message
+                worker.kill("its import failed")
+                return None, message
+            with self._lock:
+                self._workers[scenario] = worker
+            return worker, None
+
+    def _known(self, scenario: str) -> tuple["_ScenarioWorker | None", str | None] | None:
+        if scenario in self._quarantined:
+            return None, self._quarantined[scenario]
+        if scenario in self._load_errors:
+            return None, self._load_errors[scenario]
+        worker = self._workers.get(scenario)
+        if worker is not None and worker.alive:
+            return worker, None
+        if worker is not None:
+            del self._workers[scenario]
+        return None
+
+    def _budget(self, ops: list) -> float:
+        calls = sum(1 for op in ops if op[0] == "call")
+        return self.call_timeout_s * max(1, calls) + REQUEST_GRACE_S
+
+    def _run_isolated(self, ops: list, *, timed: bool) -> list[Any]:
+        t0 = time.perf_counter()
+        results: list[Any] = [None] * len(ops)
+        groups: dict[str, list[int]] = {}
+        for i, op in enumerate(ops):
+            scenario = _op_scenario(op)
+            if scenario is None:
+                results[i] = OpError("internal", f"malformed operation {str(op)[:200]}")
+            else:
+                groups.setdefault(scenario, []).append(i)
+        workers: dict[str, _ScenarioWorker] = {}
+        for scenario, idx in groups.items():
+            start = any(ops[i][0] in ("create", "load") for i in idx)
+            worker, why = self._worker_for(scenario, start=start)
+            if worker is None:
+                why = why or (f"instance of {scenario!r} is not hosted here (released, or the worker of its "
+                              "scenario ended: its instances are lost)")
+                for i in idx:
+                    results[i] = _lost(ops[i], why, "load" if start else "unknown")
+            else:
+                workers[scenario] = worker
+        order = sorted(workers)  # locks in one order: batches of several scenarios never deadlock
+        for scenario in order:
+            workers[scenario].lock.acquire()
+        inside = 0.0
+        try:
+            sent = {}
+            for scenario in order:
+                idx = groups[scenario]
+                part = [("snapshot_bytes", ops[i][1]) if ops[i][0] == "snapshot" else ops[i] for i in idx]
+                sent[scenario] = workers[scenario].send("run_batch_timed" if timed else "run_batch", part,
+                                                        self._budget(part))
+            for scenario in order:
+                worker, idx = workers[scenario], groups[scenario]
+                answer = worker.receive() if sent[scenario] else None
+                if not isinstance(answer, list) or len(answer) != len(idx):
+                    if isinstance(answer, list):
+                        worker.kill("it answered a batch with the wrong number of results")
+                    why = (f"the host worker of {scenario!r} ended ({worker.cause}); its instances on this host "
+                           "are lost")
+                    for i in idx:
+                        results[i] = (_lost(ops[i], why), 0.0, 0.0) if timed else _lost(ops[i], why)
+                    continue
+                for i, res in zip(idx, answer):
+                    if timed:
+                        try:
+                            res, wall, cpu = res
+                            wall, cpu = float(wall), float(cpu)
+                        except (TypeError, ValueError):
+                            res, wall, cpu = OpError("internal", "malformed timed answer"), 0.0, 0.0
+                        inside += wall
+                    if ops[i][0] == "snapshot" and not isinstance(res, OpError):
+                        res = _write_snapshot(res, Path(ops[i][2]))
+                    results[i] = (res, wall, cpu) if timed else res
+        finally:
+            for scenario in order:
+                workers[scenario].lock.release()
+        if timed:
+            results = [r if isinstance(r, tuple) else (r, 0.0, 0.0) for r in results]
+            self._pipe_ms.append(max(0.0, (time.perf_counter() - t0) * 1000 - inside))
+            del self._pipe_ms[:-1000]
+        return results
+
+    # -- entry points ----------------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
-        if self._worker is not None:
-            return {**self._worker.request("info"), "pid": os.getpid(), "isolation": self.isolation}
+        if self._isolated:
+            return {"incarnation": self.incarnation, "pid": os.getpid(), "isolation": self.isolation,
+                    "workers": {s: w.pid for s, w in list(self._workers.items()) if w.alive}}
         return {"incarnation": self.host.incarnation, "pid": self.host.pid, "isolation": self.isolation}
 
     def stats(self) -> dict[str, Any]:
-        if self._worker is not None:
-            out = self._worker.request("stats")
-            from awm_rl.limits import rss_bytes
+        from awm_rl.limits import rss_bytes
 
-            # pid: this actor's (the worker's own pid is 2 in its namespace); memory: both processes.
-            out.update(pid=os.getpid(), worker_pid=self._worker.pid, isolation=self.isolation,
-                       worker_rss_mb=out.get("rss_mb"), rss_mb=(out.get("rss_mb") or 0) + rss_bytes() / 2**20,
-                       pipe_ms_p50=self._worker.pipe_ms_p50())
-            return out
-        return {**self.host.stats(), "isolation": self.isolation}
+        if not self._isolated:
+            with self._local_lock:
+                return {**self.host.stats(), "isolation": self.isolation}
+        scenarios: dict[str, Any] = {}
+        worker_pids: dict[str, int] = {}
+        worker_rss = 0.0
+        for scenario, worker in sorted(self._workers.items()):
+            with worker.lock:
+                out = worker.request("stats", REQUEST_GRACE_S) if worker.alive else None
+            if isinstance(out, dict):
+                scenarios.update(out.get("scenarios") or {})
+                worker_rss += float(out.get("rss_mb") or 0.0)
+                worker_pids[scenario] = worker.pid
+        with self._lock:
+            load_errors = {**self._load_errors, **self._quarantined}
+            crashes = {k: len(v) for k, v in self._import_crashes.items()}
+            quarantined = dict(self._quarantined)
+        values = sorted(self._pipe_ms)
+        # pid: this actor's (a worker's own pid is 2 in its namespace); memory: the actor and its workers.
+        return {"pid": os.getpid(), "incarnation": self.incarnation, "isolation": self.isolation,
+                "scenarios": scenarios, "load_errors": load_errors, "import_crashes": crashes,
+                "quarantined": quarantined, "workers": worker_pids, "worker_rss_mb": worker_rss,
+                "rss_mb": worker_rss + rss_bytes() / 2**20,
+                "pipe_ms_p50": round(values[len(values) // 2], 4) if values else None}
 
     def _one(self, op: tuple) -> Any:
         from awm_rl.runtime.envcode import EnvLoadError
@@ -151,33 +349,38 @@ class EnvHost:
 
     def run_batch(self, ops: list[tuple]) -> list[Any]:
         """Run operations in order: ("call", iid, tool, args) -> ToolResult, ("reset", iid), ("release", iid),
-        ("create", scenario, n) -> [iid], ("load", scenario) -> info, ("snapshot", iid, dir) -> (initial, final)."""
-        if self._worker is not None:
-            return self._worker.run(ops, timed=False)
-        return [self._one(op) for op in ops]
+        ("create", scenario, n) -> [iid], ("load", scenario) -> info, ("snapshot", iid, dir) -> (initial, final)
+        (operations of different scenarios run in their own workers; the order holds per scenario)."""
+        ops = [tuple(op) if isinstance(op, list) else op for op in ops]
+        if self._isolated:
+            return self._run_isolated(ops, timed=False)
+        with self._local_lock:
+            return [self._one(op) for op in ops]
 
     def run_batch_timed(self, ops: list[tuple]) -> list[tuple[Any, float, float]]:
         """Like run_batch, with each operation's wall-clock and CPU time inside the host in ms (benchmarks)."""
-        if self._worker is not None:
-            return self._worker.run(ops, timed=True)
+        ops = [tuple(op) if isinstance(op, list) else op for op in ops]
+        if self._isolated:
+            return self._run_isolated(ops, timed=True)
         out = []
-        for op in ops:
-            t0, c0 = time.perf_counter(), time.process_time()
-            res = self._one(op)
-            out.append((res, (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000))
+        with self._local_lock:
+            for op in ops:
+                t0, c0 = time.perf_counter(), time.process_time()
+                res = self._one(op)
+                out.append((res, (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000))
         return out
 
     def call(self, iid: str, name: str, arguments: Any = None) -> ToolResult:
-        if self._worker is not None:
-            return self._worker.run([("call", iid, name, arguments)], timed=False)[0]
-        return self.host.call_tool(iid, name, arguments)
+        return self.run_batch([("call", iid, name, arguments)])[0]
 
 
 # ---------------------------------------------------------------------------------------------
-# the isolated host worker and its pipe
+# the isolated scenario workers and their pipes
 
 _MAX_MESSAGE_BYTES = 1 << 30
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}\.db$")
+_STARTING: "set[_ScenarioWorker]" = set()  # workers importing (watched by their actor's deadline thread)
+
 
 
 def _encode(value: Any) -> bytes:
@@ -224,126 +427,163 @@ def _read_message(stream) -> Any:
     return json.loads(data, object_hook=_decode_hook)
 
 
-class _IsolatedWorker:
-    """The actor's side of its bubblewrap'd host worker: spawn, forward batches, write snapshot files."""
+class _ImportCrash(Exception):
+    def __init__(self, cause: str):
+        super().__init__(cause)
+        self.cause = cause
 
-    def __init__(self, store_root: str, options: dict[str, Any]):
+
+class _ScenarioWorker:
+    """The actor's side of one scenario's bubblewrap'd worker: spawn, wait for its import, forward batches."""
+
+    def __init__(self, owner: EnvHost, scenario: str, folder: Path):
         from awm_rl.limits import untrusted_env
         from awm_rl.runtime.sandbox import sandboxed_command
 
-        scenarios = Path(store_root).resolve() / "scenarios"
-        scenarios.mkdir(parents=True, exist_ok=True)
+        self.owner = owner
+        self.scenario = scenario
+        self.lock = threading.Lock()  # one request at a time on the pipe
+        self.busy_until: float | None = None
+        self.busy_budget = 0.0
+        self.alive = True
+        self.cause = "running"
+        self._killed_why: str | None = None
+        self._stderr_tail: deque[str] = deque(maxlen=12)
         argv, env = sandboxed_command(
-            [sys.executable, "-m", "awm_rl.runtime.actor", str(Path(store_root).resolve()), json.dumps(options)],
-            readable=[scenarios],  # the store's scenarios only, read-only (new ones appear as they are written)
+            [sys.executable, "-m", "awm_rl.runtime.actor", owner.store_root, json.dumps(owner._options), scenario],
+            readable=[folder],  # its own scenario's folder only, read-only
             env=untrusted_env(PYTHONDONTWRITEBYTECODE="1", HOME="/tmp", TMPDIR="/tmp"), cwd=Path("/tmp"))
-        self.proc = self._spawn(argv, env)
-        self._lock = threading.Lock()
-        self._pipe_ms: list[float] = []
-        try:
-            ready = _read_message(self.proc.stdout)
-        except EOFError as exc:
-            self.proc.kill()
-            raise RuntimeError(f"the isolated host worker did not start ({exc}; exit status {self.proc.wait()})") from None
-        self.pid = self.proc.pid
-        self.ready = ready
-
-    @staticmethod
-    def _spawn(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
         from awm_rl.runtime.sandbox import spawn  # from a thread that lives as long as this process
 
         try:
-            return spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True)
+            self.proc = spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              start_new_session=True)
         except OSError as exc:
-            raise RuntimeError(f"cannot start the isolated host worker: {exc}") from None
+            raise _ImportCrash(f"cannot start the isolated worker of {scenario!r}: {exc}") from None
+        self.pid = self.proc.pid
+        threading.Thread(target=self._pump_stderr, name=f"awm-worker-stderr-{scenario}", daemon=True).start()
 
-    def request(self, method: str, ops: list | None = None) -> Any:
-        with self._lock:
-            try:
-                self.proc.stdin.write(_encode({"m": method, "ops": ops}))
-                self.proc.stdin.flush()
-                return _read_message(self.proc.stdout)
-            except (EOFError, OSError, ValueError) as exc:
-                self._died(exc)
+    def _pump_stderr(self) -> None:
+        """Forward the worker's stderr to the actor's log, keeping its tail for crash reports."""
+        for raw in iter(self.proc.stderr.readline, b""):
+            line = raw.decode("utf-8", errors="replace").rstrip()
+            self._stderr_tail.append(line[:400])
+            sys.stderr.write(f"[{self.scenario}] {line}\n")
+        sys.stderr.flush()
 
-    def _died(self, exc: BaseException) -> None:
-        """The worker is gone (its watchdog ended it, or generated code killed it): so is this actor,
-        and Ray restarts both; callers see "host crashed or restarted" Environment Errors."""
+    def start(self, timeout_s: float) -> dict[str, Any]:
+        """Wait for the worker's import; raises _ImportCrash when it ends (or is killed) before ready."""
+        self.busy_budget = timeout_s
+        self.busy_until = time.monotonic() + timeout_s
+        _STARTING.add(self)
         try:
-            self.proc.kill()
+            ready = _read_message(self.proc.stdout)
+            if not isinstance(ready, dict) or not ready.get("ready"):
+                raise EOFError("the worker sent something other than its ready message")
+            return ready
+        except (EOFError, OSError, ValueError) as exc:
+            self._ended(exc)
+            raise _ImportCrash(f"{self.cause}, while importing {self.scenario!r}") from None
+        finally:
+            _STARTING.discard(self)
+            self.busy_until = None
+
+    def send(self, method: str, ops: list | None, budget_s: float) -> bool:
+        """Write one request (the caller holds `lock`); False when the worker is gone."""
+        if not self.alive:
+            return False
+        self.busy_budget = budget_s
+        self.busy_until = time.monotonic() + budget_s
+        try:
+            self.proc.stdin.write(_encode({"m": method, "ops": ops}))
+            self.proc.stdin.flush()
+            return True
+        except (OSError, ValueError) as exc:
+            self._ended(exc)
+            return False
+
+    def receive(self) -> Any:
+        """Read one answer (the caller holds `lock`); None when the worker ended instead."""
+        try:
+            return _read_message(self.proc.stdout)
+        except (EOFError, OSError, ValueError) as exc:
+            self._ended(exc)
+            return None
+        finally:
+            self.busy_until = None
+
+    def request(self, method: str, budget_s: float) -> Any:
+        return self.receive() if self.send(method, None, budget_s) else None
+
+    def kill(self, why: str) -> None:
+        self._killed_why = self._killed_why or why
+        try:
+            self.proc.kill()  # bubblewrap; its PID namespace (the worker and whatever it started) goes with it
         except OSError:
             pass
-        code = self.proc.wait()
-        message = f"awm host: the isolated worker ended ({exc}; exit status {code}); ending this host actor"
-        sys.stderr.write(message + "\n")
-        sys.stderr.flush()
-        if _in_ray_actor():
-            os._exit(1)
-        raise RuntimeError(message)
 
-    def run(self, ops: list[tuple], *, timed: bool) -> list[Any]:
-        sent = [("snapshot_bytes", op[1]) if op and op[0] == "snapshot" else op for op in ops]
-        t0 = time.perf_counter()
-        results = self.request("run_batch_timed" if timed else "run_batch", sent)
-        if not isinstance(results, list) or len(results) != len(ops):
-            self._died(ValueError("the host worker answered a batch with the wrong number of results"))
-        out = []
-        inside = 0.0
-        for op, res in zip(ops, results):
-            if timed:
-                res, wall, cpu = res
-                inside += float(wall)
-            if op and op[0] == "snapshot" and not isinstance(res, OpError):
-                res = self._write_snapshot(res, Path(op[2]))
-            out.append((res, wall, cpu) if timed else res)
-        if timed:
-            self._pipe_ms.append(max(0.0, (time.perf_counter() - t0) * 1000 - inside))
-            del self._pipe_ms[:-1000]
-        return out
+    def _ended(self, exc: BaseException) -> None:
+        from awm_rl.runtime.sandbox import returncode_signal
 
-    @staticmethod
-    def _write_snapshot(res: Any, out_dir: Path) -> Any:
-        from awm_rl.runtime.db import write_db_file
-
+        self.alive = False
+        self.busy_until = None
+        self.kill("its pipe broke")
         try:
-            initial_name, initial, final_name, final = res
-            if not (isinstance(initial, bytes) and isinstance(final, bytes)
-                    and _SNAPSHOT_NAME.match(initial_name) and _SNAPSHOT_NAME.match(final_name)):
-                raise ValueError("malformed snapshot from the host worker")
-        except (TypeError, ValueError) as exc:
-            return OpError("internal", str(exc))
-        initial_path = out_dir / initial_name
-        if not initial_path.is_file():
-            write_db_file(initial, initial_path)
-        final_path = write_db_file(final, out_dir / final_name)
-        return str(initial_path), str(final_path)
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        time.sleep(0.05)  # let the stderr pump catch the last lines
+        sig = returncode_signal(code)
+        if self._killed_why and self._killed_why != "its pipe broke":
+            cause = f"the worker was killed: {self._killed_why}"
+        elif sig is not None:
+            cause = f"the worker was killed by signal {sig}" + (" (segmentation fault)" if sig == 11 else "")
+        else:
+            cause = f"the worker exited with status {code}"
+        tail = [line for line in self._stderr_tail if line.strip()][-3:]
+        if tail:
+            cause += "; its stderr ended with: " + " | ".join(tail)[-600:]
+        self.cause = cause
+        sys.stderr.write(f"awm host: the isolated worker of {self.scenario!r} ended ({exc}): {cause}\n")
+        sys.stderr.flush()
 
-    def pipe_ms_p50(self) -> float | None:
-        values = sorted(self._pipe_ms)
-        return round(values[len(values) // 2], 4) if values else None
 
+def _write_snapshot(res: Any, out_dir: Path) -> Any:
+    from awm_rl.runtime.db import write_db_file
 
-def _in_ray_actor() -> bool:
-    if "ray" not in sys.modules:
-        return False
     try:
-        import ray
+        initial_name, initial, final_name, final = res
+        if not (isinstance(initial, bytes) and isinstance(final, bytes)
+                and _SNAPSHOT_NAME.match(initial_name) and _SNAPSHOT_NAME.match(final_name)):
+            raise ValueError("malformed snapshot from the host worker")
+    except (TypeError, ValueError) as exc:
+        return OpError("internal", str(exc))
+    initial_path = out_dir / initial_name
+    if not initial_path.is_file():
+        write_db_file(initial, initial_path)
+    final_path = write_db_file(final, out_dir / final_name)
+    return str(initial_path), str(final_path)
 
-        return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
-    except Exception:  # noqa: BLE001
-        return False
 
+def _serve_worker(store_root: str, options: dict[str, Any], scenario: str) -> int:
+    """One scenario's isolated worker: an in-process `EnvHost` that imports `scenario`, says it is
+    ready (with the load info, or the load error), then answers one JSON batch at a time."""
+    from awm_rl.runtime.envcode import EnvLoadError
 
-def _serve_worker(store_root: str, options: dict[str, Any]) -> int:
-    """The isolated worker: an in-process `EnvHost`, one JSON batch in, one JSON answer out."""
     protocol_in = os.fdopen(os.dup(0), "rb")
     protocol_out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # what generated code prints goes to the log, never into the protocol
     host = EnvHost(store_root, isolate=False, **options)
-    protocol_out.write(_encode({"ready": True, "pid": os.getpid()}))
+    try:
+        ready: dict[str, Any] = {"ready": True, "pid": os.getpid(), "load": host.host.load(scenario)}
+    except EnvLoadError as exc:
+        ready = {"ready": True, "pid": os.getpid(), "load_error": str(exc)}
+    protocol_out.write(_encode(ready))
     protocol_out.flush()
+    if "load_error" in ready:
+        return 0
     while True:
         try:
             request = _read_message(protocol_in)
@@ -419,10 +659,15 @@ def remote_host_class(**options: Any):
     """The Ray actor class for `EnvHost` (built lazily so importing this module does not import Ray)."""
     import ray
 
-    opts = {"max_restarts": -1, "max_task_retries": 0, "num_cpus": 0, "max_concurrency": 1}
+    from awm_rl.runtime.sandbox import sandbox_available
+
+    # Isolated: batches for different scenarios run concurrently (each worker has its own pipe and
+    # lock); in-process hosts run one batch at a time on the main thread (their SIGALRM deadlines).
+    opts = {"max_restarts": -1, "max_task_retries": 0, "num_cpus": 0,
+            "max_concurrency": 32 if sandbox_available() else 1}
     opts.update(options)
     return ray.remote(**opts)(EnvHost)
 
 
 if __name__ == "__main__":
-    sys.exit(_serve_worker(sys.argv[1], json.loads(sys.argv[2])))
+    sys.exit(_serve_worker(sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]))

@@ -21,10 +21,11 @@ from .conftest import Listener, wait_gone
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SECRET = f"sk-host-fault-{uuid.uuid4().hex}"
+NEIGHBOUR_SECRET = f"neighbour-{uuid.uuid4().hex}"  # in another scenario's code on the same host
 MARKER = f"4244.{uuid.uuid4().int % 10**6}"
 
 HOSTILE_ENV = '''
-import ctypes, json, os, signal, socket
+import ctypes, json, os, signal, socket, sys
 from fastapi import FastAPI
 from sqlalchemy import Column, Integer, String, create_engine
 from sqlalchemy.orm import declarative_base, sessionmaker
@@ -92,6 +93,8 @@ def attack(pid: int = 0, port: int = 0, home_file: str = "", victim: str = "", m
     attempt("kill_parent", lambda: os.kill(os.getppid(), signal.SIGKILL))
     attempt("own_code", lambda: open(os.path.join(here, "server.py"), "a").write("# pwned"))
     attempt("store", lambda: open(os.path.join(here, "..", "pwned.txt"), "w").write("x"))
+    attempt("other_scenario", lambda: open(os.path.join(here, "..", "neighbour_env", "server.py")).read())
+    attempt("other_hosts", lambda: sorted(k.split("_")[2] for k in sys.modules if k.startswith("awm_env_")))
     libc = ctypes.CDLL(None)
     attempt("system", lambda: libc.system(("echo pwned > " + victim + "; nohup sleep " + marker + " >/dev/null 2>&1 &").encode()))
     attempt("ray_session", lambda: os.listdir("/tmp/ray"))  # Ray's sockets: a way to submit unguarded tasks
@@ -102,12 +105,13 @@ def attack(pid: int = 0, port: int = 0, home_file: str = "", victim: str = "", m
 
 @pytest.fixture(scope="module")
 def hostile_pool(tmp_path_factory):
-    from tests.runtime.conftest import make_scenario
+    from tests.runtime.conftest import BAD_ENV, make_scenario
 
     from awm_rl.runtime.pool import EnvironmentPool
 
     root = tmp_path_factory.mktemp("hostile_store")
     make_scenario(root, "hostile_env", HOSTILE_ENV)
+    make_scenario(root, "neighbour_env", BAD_ENV + f"\nNEIGHBOUR_SECRET = {NEIGHBOUR_SECRET!r}\n")
     pool = EnvironmentPool(root, num_hosts=1, prefetch=0, call_timeout_s=5.0,
                            actor_options={"runtime_env": {"env_vars": {"AWM_FAULT_API_KEY": SECRET}}})
     yield pool, root
@@ -124,6 +128,8 @@ def test_host_worker_contains_hostile_code(hostile_pool, home_secret, victim, re
     server_before = (root / "scenarios" / "hostile_env" / "server.py").read_text()
     path, home_value = home_secret
     listener = Listener()
+    neighbour = pool.acquire("neighbour_env")  # another scenario, same host actor
+    assert pool.call_tool(neighbour, "add_note", {"text": "neighbour's note"}).ok
     h = pool.acquire("hostile_env")
     try:
         r = pool.call_tool(h, "attack", {"pid": actor_pid, "port": listener.port, "home_file": str(path),
@@ -132,8 +138,12 @@ def test_host_worker_contains_hostile_code(hostile_pool, home_secret, victim, re
         seen = json.loads(r.text)
         assert SECRET not in r.text and home_value not in r.text
         assert seen["environ"].startswith("OK")  # it looked
-        for name in ("home", "project", "loopback", "kill_actor", "own_code", "store", "ray_session"):
+        for name in ("home", "project", "loopback", "kill_actor", "own_code", "ray_session", "other_scenario"):
             assert seen[name].startswith("FAILED"), (name, seen[name])
+        # one scenario per worker: no other scenario's code, instances or files in this process's reach
+        assert NEIGHBOUR_SECRET not in r.text
+        assert seen["other_hosts"] == "OK ['hostile']", seen["other_hosts"]  # the modules of its own scenario only
+        assert "neighbour's note" in pool.call_tool(neighbour, "list_notes", {}).text
         assert seen["system"].startswith("OK")  # the shell ran, inside the sandbox
         assert seen["visible"].startswith("OK [1, 2"), seen["visible"]  # its own PID namespace
         assert listener.accepted == 0
@@ -144,6 +154,7 @@ def test_host_worker_contains_hostile_code(hostile_pool, home_secret, victim, re
         assert pool.call_tool(h, "list_notes", {}).ok  # the host still serves
     finally:
         pool.release(h)
+        pool.release(neighbour)
         listener.close()
 
 
