@@ -18,11 +18,13 @@ HTTP 5xx, a timeout, a crashed or restarted host, an instance lost or recycled).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import itertools
 import json
 import logging
 import os
+import signal
 import threading
 import time
 import traceback
@@ -91,16 +93,43 @@ class UnknownInstanceError(KeyError):
 
 
 class _Instance:
-    __slots__ = ("id", "slot", "broken", "calls")
+    __slots__ = ("id", "slot", "broken", "calls", "lock")
 
     def __init__(self, instance_id: str):
         self.id = instance_id
+        self.lock: asyncio.Lock | None = None  # calls from an event loop (awm serve) take it one at a time
         self.slot = _Slot()
         self.broken: str | None = None  # set when a call had to be abandoned; cleared by reset()
         self.calls = 0
 
 
 _watchdog: Watchdog | None = None
+
+
+@contextlib.contextmanager
+def _interrupt_generated(filename: str, seconds: float):
+    """From `seconds` on, every 50 ms: raise `CallTimeout` in the main thread if a frame of the generated
+    code (`filename`) is on the stack; otherwise (the event loop waiting, our own code) do nothing.
+    For handlers that block the event loop, where `asyncio.wait_for` cannot fire. No-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):  # noqa: ARG001
+        f = frame
+        while f is not None:
+            if f.f_code.co_filename == filename:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                raise CallTimeout(f"the handler did not return within {seconds:g}s")
+            f = f.f_back
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.05)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class _ThreadCalls:
@@ -167,9 +196,10 @@ class ScenarioHost:
         self._watchdog = process_watchdog()
         thread_calls.install()
         module_name = f"awm_env_{scenario}_{self._prefix}"
+        self._filename = source_path or f"<env {scenario}>/server.py"
         base_template = build_template(Path(initial_db))
         self.env: LoadedEnv = load_env(code, base_template, module_name=module_name,
-                                       filename=source_path or f"<env {scenario}>/server.py",
+                                       filename=self._filename,
                                        timeout_s=import_timeout_s)
         self.template = self.env.template
         try:
@@ -351,27 +381,41 @@ class ScenarioHost:
     async def call_tool_async(self, iid: str, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
         """The same call from inside a running event loop (the `awm serve` process).
 
-        Awaiting handlers are cancelled at the deadline; a handler stuck in CPU or C code cannot be
-        interrupted from here, so the watchdog ends the process (its supervisor restarts it).
+        Calls to one instance run one at a time (an asyncio lock per instance, which `reset_async`
+        takes too): concurrent calls never share a transaction on the instance's connection, so a
+        rollback at the end of one call cannot undo another's acknowledged write, and a reset waits for
+        the calls in flight. Each call has its own deadline, counted from when it starts running: an
+        awaiting handler is cancelled at the deadline; a handler that spins on the event loop (a loop
+        after an `await`) is interrupted there by SIGALRM, which raises `CallTimeout` only while a frame
+        of the generated code is on the stack (`_interrupt_generated`); a handler stuck in C code or in
+        a worker thread is left to the watchdog, which ends the process.
         """
         t0 = time.perf_counter()
         try:
             inst = self._get(iid)
         except UnknownInstanceError as exc:
             return environment_error(str(exc.args[0]))
+        async with self._async_lock(inst):
+            if self.instances.get(iid) is not inst:
+                return environment_error(f"environment error: instance {iid!r} was released")
+            return await self._call_async_locked(inst, name, arguments, t0)
+
+    async def _call_async_locked(self, inst: _Instance, name: str, arguments: Any, t0: float) -> ToolResult:
         req = self._prepare(inst, name, arguments)
         if isinstance(req, ToolResult):
             return req
         self._conn(inst)
         inst.calls += 1
         token = current_slot.set(inst.slot)
+        timeout = self.call_timeout_s
         try:
-            with untrusted(), self._watchdog.watch(f"tool {name!r} of {self.scenario!r}", self.call_timeout_s):
+            with untrusted(), self._watchdog.watch(f"tool {name!r} of {self.scenario!r}", timeout), \
+                    _interrupt_generated(self._filename, timeout):
                 status, body, err = await asyncio.wait_for(
-                    asgi_request(self.env.app, req.method, req.path, req.query, req.body), self.call_timeout_s)
+                    asgi_request(self.env.app, req.method, req.path, req.query, req.body), timeout)
             result = _result_from_http(status, body, err)
-        except asyncio.TimeoutError:
-            result = self._recycle(inst, f"tool {name!r} did not return within {self.call_timeout_s:g}s")
+        except (asyncio.TimeoutError, CallTimeout):
+            result = self._recycle(inst, f"tool {name!r} did not return within {timeout:g}s")
             for _ in range(100):  # a sync handler keeps running in its thread after the task is cancelled
                 if not thread_calls.busy:
                     break
@@ -383,6 +427,18 @@ class ScenarioHost:
             self._end_call(inst)
         result.elapsed_ms = (time.perf_counter() - t0) * 1000
         return result
+
+    @staticmethod
+    def _async_lock(inst: _Instance) -> asyncio.Lock:
+        if inst.lock is None:
+            inst.lock = asyncio.Lock()
+        return inst.lock
+
+    async def reset_async(self, iid: str) -> None:
+        """`reset` after the instance's calls in flight have finished (see `call_tool_async`)."""
+        inst = self._get(iid)
+        async with self._async_lock(inst):
+            self.reset(iid)
 
     @staticmethod
     def _end_call(inst: _Instance) -> None:

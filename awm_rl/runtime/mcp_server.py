@@ -3,9 +3,11 @@
 `awm serve SCENARIO` runs this in its own process: the scenario's env code is loaded by a
 `ScenarioHost` (same tool listing, argument convention and FastAPI validation as the pool), one
 instance with its own in-memory database copy is served, and an extra `reset_environment` tool
-restores the initial database. The process is the worker: network refused while env code runs, an
-address-space cap, a deadline per call (a handler stuck in CPU/C code ends the process through the
-watchdog; whoever supervises it restarts it).
+restores the initial database. Calls run one at a time per instance (`ScenarioHost.call_tool_async`):
+concurrent calls never share a transaction, every acknowledged write is committed before the next
+call starts, a reset waits for the calls in flight, and each call has its own deadline. The process is the worker: network refused while env code runs, an
+address-space cap, a deadline per call (a handler spinning on the event loop is interrupted; one stuck
+in C code or a thread ends the process through the watchdog).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class _ResetTool(Tool):
     _instance: str = PrivateAttr(default="")
 
     async def run(self, arguments: dict[str, Any]) -> McpToolResult:
-        self._host.reset(self._instance)
+        await self._host.reset_async(self._instance)  # after the calls in flight
         return McpToolResult(content=[TextContent(type="text", text='{"reset": true}')])
 
 
