@@ -10,18 +10,36 @@ with the network refused, an address-space cap and a deadline; the parent kills 
 sandbox's PID namespace with it) when the deadline passes. Code that hangs at import, calls `sys.exit`
 or `os._exit`, segfaults or allocates without bound yields `ok=False` and a clear `error`; the
 temporary folder is always removed.
+
+Module-level mutable state. A host imports a scenario's code once and serves many instances from it,
+so state kept in the module (a dict of sessions, a counter, a list, a cache object) rather than in the
+instance's database would leak from one instance's episode into another's. The check detects it two
+ways (`_module_state_check`): it calls every tool it can fill from the schema examples on a fresh
+instance and compares the module's globals before and after (a container, a scalar, an
+`itertools.count`, an object of a class the code defines: any change counts), then runs the same calls
+on a second fresh instance and compares answers and final databases with the first (timestamps, uuids
+and long hex tokens masked). Decision: such environments are **rejected** (`ok=False`, `module_state`
+and `error` say which global changed after which call, or which call answered differently), not served
+with a fresh module per instance: a module per instance would cost an import (tens of ms and several
+MB) per instance and defeat the shared host, and the env_code stage regenerates a rejected attempt
+with the reason in its error summary, which is the cheaper fix.
 """
 
 from __future__ import annotations
 
+import collections
+import functools
+import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +73,8 @@ class EnvCodeCheck(BaseModel):
         default=None, description="task_idx -> reference-solution run: calls with status, final database file")
     isolation: str | None = Field(
         default=None, description="OS isolation the check ran under: 'bubblewrap' or 'none: <reason>'")
+    module_state: str | None = Field(
+        default=None, description="module-level mutable state found (why the environment was rejected)")
 
 
 def _signal_name(code: int) -> str:
@@ -170,6 +190,109 @@ def _health_check(host: Any) -> tuple[str | None, int | None, str | None]:
     return None, None, None
 
 
+_SKIP_TYPES = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, type,
+               functools.partial)
+_VOLATILE = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"  # dates, timestamps
+    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"  # uuids
+    r"|\b[0-9a-fA-F]{16,}\b"  # tokens
+    r"|\d{9,}(?:\.\d+)?")  # epoch seconds or milliseconds, codes made from them
+
+
+def _fingerprint(value: Any, module_name: str) -> str | None:
+    """A comparable picture of a module global that generated code could mutate (None: not state)."""
+    if isinstance(value, _SKIP_TYPES) or callable(value) and not isinstance(value, itertools.count):
+        return None
+    kind = type(value)
+    if value is None or kind in (bool, int, float, complex, str, bytes):
+        return repr(value)
+    try:
+        if isinstance(value, (dict, list, tuple, set, frozenset, bytearray, collections.deque, itertools.count)):
+            return repr(value)[:200_000]
+        if kind.__module__ == module_name and hasattr(value, "__dict__"):
+            return repr(sorted(vars(value).items(), key=lambda kv: kv[0]))[:200_000]
+    except Exception:  # noqa: BLE001 - a repr that fails is not something we can compare
+        return None
+    return None
+
+
+def _module_globals(host: Any) -> dict[str, str]:
+    module = host.env.module
+    out = {}
+    for name, value in list(vars(module).items()):
+        if name.startswith("__"):
+            continue
+        fp = _fingerprint(value, module.__name__)
+        if fp is not None:
+            out[name] = fp
+    return out
+
+
+def _module_state_check(host: Any, fresh_host: Any = None, max_calls: int = 40) -> str | None:
+    """Module-level mutable state (see the module docstring): a global changed by a call, or two fresh
+    instances that answer identical calls differently. Returns why, or None.
+
+    Randomness (ids from `random`, the clock) also makes two instances differ; so a divergence counts
+    only when the same calls on the first instance of a freshly imported module (`fresh_host()`) answer
+    exactly as the first instance did: then what differs is what the first run left in the module."""
+    from awm_rl.runtime.db import database_digest
+    from awm_rl.runtime.tools import example_arguments
+
+    calls = []
+    for tool in sorted(host.tools.values(), key=lambda t: (t.method != "GET", t.name)):
+        args = example_arguments(tool.input_schema)
+        if args is not None:
+            calls.append((tool.name, args))
+    calls = calls[:max_calls]
+    if not calls:
+        return None
+
+    def run(host: Any = host) -> tuple[list[str], str, str | None]:
+        iid = host.create_instance()
+        answers, changed = [], None
+        try:
+            for name, args in calls:
+                before = _module_globals(host)
+                res = host.call_tool(iid, name, args)
+                if res.status == 504:  # a handler past its deadline: the instance is recycled, stop here
+                    answers.append("timeout")
+                    break
+                answers.append(_VOLATILE.sub("~", f"{res.status} {res.text}"))
+                after = _module_globals(host)
+                if changed is None:
+                    diff = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+                    if diff:
+                        changed = (f"module-level mutable state: global(s) {', '.join(diff[:5])} changed during "
+                                   f"the call of {name!r}; state kept in the module is shared by every instance "
+                                   "of a host (keep it in the database)")
+            digest = _VOLATILE.sub("~", repr(database_digest(host.connection(iid))))
+        finally:
+            host.release(iid)
+        return answers, digest, changed
+
+    first, first_db, changed = run()
+    if changed:
+        return changed
+    second, second_db, changed = run()
+    if changed:
+        return changed
+    if first == second and first_db == second_db:
+        return None
+    if fresh_host is None:
+        return None
+    again, again_db, _ = run(fresh_host())
+    if again != first or again_db != first_db:
+        return None  # the calls are not reproducible even from a fresh module: randomness, not carried state
+    for (name, _), a, b in zip(calls, first, second):
+        if a != b:
+            return (f"module-level mutable state: identical calls on two fresh instances diverge at {name!r} "
+                    f"(first {a[:160]!r}, then {b[:160]!r}), while a freshly imported module answers as the first "
+                    "did; something outside the instance's database carries over between instances")
+    return ("module-level mutable state: identical calls on two fresh instances left different databases, while a "
+            "freshly imported module leaves the first one's; something outside the instance's database carries "
+            "over between instances")
+
+
 def _worker(work: Path) -> int:
     import faulthandler
     import warnings
@@ -230,7 +353,22 @@ def _worker(work: Path) -> int:
     result = dict(ok=not errors, tools=tools, missing_tools=missing, extra_tools=extra, shadowed_tools=shadowed,
                   import_ms=import_ms, error="; ".join(errors) or None, health_tool=health_tool,
                   health_status=health_status, health_text=health_text)
-    report(**result)  # kept if the probe below takes the worker down
+    report(**result)  # kept if the state check or the probe below takes the worker down
+    if tools:
+        host.call_timeout_s = min(host.call_timeout_s, 3.0)  # every fillable tool is called: spinners stop early
+        def fresh_host() -> Any:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return host_mod.ScenarioHost("check_fresh", code, work / "initial.db",
+                                             source_path=str(work / "server.py"), call_timeout_s=3.0,
+                                             import_timeout_s=timeout_s)
+
+        module_state = _module_state_check(host, fresh_host)
+        host.call_timeout_s = min(timeout_s, 10.0)
+        if module_state:
+            errors.append(module_state)
+            result.update(ok=False, error="; ".join(errors), module_state=module_state)
+            report(**result)
     if job.get("probe"):
         from awm_rl.quality.probe import probe_host
 
