@@ -29,7 +29,7 @@ FORWARDED = {
     (app, "rollout"): ("awm_rl.commands_rollout", "rollout_main", "one episode of a policy, judged; writes the trajectory"),
     (app, "train"): ("awm_rl.training.commands", "train_main", "GRPO on the catalog through Ray (--config FILE)"),
     (app, "quality"): ("awm_rl.quality.commands", "quality_main", "the quality gate: tools probed, tasks checked"),
-    (bench_app, "serve"): ("awm_rl.runtime.commands", "bench_serve_main", "environment runtime vs one process per instance"),
+    (bench_app, "serve"): ("benchmarks.serve", "main", "environment runtime vs one process per instance"),
     (bench_app, "quality"): ("awm_rl.quality.commands", "bench_quality_main", "probe cost per environment"),
     (bench_app, "scale"): ("benchmarks.scale", "main", "import and catalog at AWM-1K size (--scenarios N)"),
     (audit_app, "verifiers"): ("awm_rl.commands_rollout", "audit_main", "every verifier on its unchanged database"),

@@ -164,6 +164,18 @@ def _ray_processes() -> dict[int, str]:
     return out
 
 
+def _with_descendants(pids: list[int]) -> list[int]:
+    import psutil
+
+    out = list(pids)
+    for pid in pids:
+        try:
+            out += [c.pid for c in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            pass
+    return out
+
+
 def _rss_mb(pids: list[int]) -> float:
     import psutil
 
@@ -182,15 +194,13 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
                latency_calls: int, num_hosts: int | None,
                isolation_instances: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """Our side; returns (report, the discovered workload scripts)."""
-    import ray
-
-    from awm_rl.runtime.pool import EnvironmentPool
+    from awm_rl.runtime.pool import CallOp, CreateOp, EnvironmentPool, OpenOp, ReleaseOp, ResetOp
 
     out: dict[str, Any] = {"instances": instances, "scenarios": scenarios}
     t0 = time.perf_counter()
     pool = EnvironmentPool(store_root, num_hosts=num_hosts, max_instances=instances + 64, prefetch=4)
     out["pool_start_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-    out["hosts"] = len(pool._actors)
+    out["hosts"] = pool.num_hosts
     # OS isolation of the host workers ("bubblewrap": generated code runs in a sandboxed worker behind
     # a pipe from each host actor; "none: <reason>": in the actor under Python-level guards only)
     out["os_isolation"] = sorted({str(st.get("isolation")) for st in pool.host_stats()})[0]
@@ -223,24 +233,23 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
         # host-level create / reset (timed inside the host actor)
         creates, resets, host_wall, host_cpu = [], [], [], []
         for s in scenarios:
-            actor = pool._actors[0]
-            (ids, _, _), = ray.get(actor.run_batch_timed.remote([("create", s, 1)]))
+            ids = pool.run_timed(0, [CreateOp(s, 1)])[0].result
             for _ in range(20):
-                res = ray.get(actor.run_batch_timed.remote([("create", s, 1)]))
-                iid = res[0][0][0]
-                opened = ray.get(actor.run_batch_timed.remote([("open", iid)]))
-                creates.append(res[0][1] + opened[0][1])
+                created = pool.run_timed(0, [CreateOp(s, 1)])[0]
+                iid = created.result[0]
+                opened = pool.run_timed(0, [OpenOp(iid)])[0]
+                creates.append(created.wall_ms + opened.wall_ms)
                 w = scripts[s]["writes"][0] if scripts[s]["writes"] else None
-                ops = [("call", iid, w["tool"], {**w["args"], w["field"]: f"{MARK}-r"})] if w else []
-                timed = ray.get(actor.run_batch_timed.remote(ops + [("reset", iid), ("release", iid)]))
-                resets.append(timed[-2][1])
+                ops = [CallOp(iid, w["tool"], {**w["args"], w["field"]: f"{MARK}-r"})] if w else []
+                timed = pool.run_timed(0, ops + [ResetOp(iid), ReleaseOp(iid)])
+                resets.append(timed[-2].wall_ms)
             # read calls inside the host, wall clock and CPU time (the CPU time is what the call costs
             # when nothing else competes for the cores)
-            reads = [("call", ids[0], r["tool"], r["args"]) for r in scripts[s]["reads"]] * 10
-            for res, wall, cpu in ray.get(actor.run_batch_timed.remote(reads)):
-                host_wall.append(wall)
-                host_cpu.append(cpu)
-            ray.get(actor.run_batch.remote([("release", ids[0])]))
+            reads = [CallOp(ids[0], r["tool"], r["args"]) for r in scripts[s]["reads"]] * 10
+            for timed_read in pool.run_timed(0, reads):
+                host_wall.append(timed_read.wall_ms)
+                host_cpu.append(timed_read.cpu_ms)
+            pool.run_timed(0, [ReleaseOp(ids[0])])
         out["create_ms_p50"] = _p50(creates)
         out["reset_ms_p50"] = _p50(resets)
         out["host_batch_call_ms_p50"] = _p50(host_wall)
@@ -292,7 +301,7 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
         out["first_write_ok"] = sum(1 for r in first if r.ok)
 
         stats = pool.host_stats()
-        host_pids = [st["pid"] for st in stats if "pid" in st]
+        host_pids = _with_descendants([st["pid"] for st in stats if "pid" in st])  # actors and their workers
         ray_procs = _ray_processes()
         system_pids = [p for p in ray_procs if p not in host_pids]
         out["rss_mb_hosts"] = round(_rss_mb(host_pids), 1)

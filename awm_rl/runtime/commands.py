@@ -116,8 +116,8 @@ def _exec_sandboxed(args: argparse.Namespace, key: str, store_root: Path, folder
 
 
 def bench_serve_main(argv: list[str]) -> int:
-    """`awm bench serve`: see `awm_rl.runtime.bench`."""
-    from awm_rl.runtime.bench import main as bench_main
+    """`awm bench serve`: forwards to `benchmarks.serve` (the benchmark uses the pool's public API only)."""
+    from benchmarks.serve import main as bench_main
 
     return bench_main(argv)
 

@@ -15,6 +15,11 @@ Typical use (agent loop, GRPO trainer)::
     # async (the trainer overlaps many rollouts): the same methods with an `_async` suffix
     h = await pool.acquire_async("rover"); r = await pool.call_tool_async(h, "search_walkers", "{}")
 
+Operations are typed records (`CallOp`, `ResetOp`, `OpenOp`, `ReleaseOp`, `CreateOp`, `LoadOp`,
+`SnapshotOp`; `wire()` gives the actor's form); `call_many` takes `ToolCall(handle, tool, arguments)`
+records (tuples still work), and `run_timed(host, ops)` runs typed operations on one host, timed inside
+it, as `TimedResult`s (what `benchmarks/serve.py` measures with).
+
 `arguments` is a dict or a JSON object string (flat convention: path + query + body fields).
 `ToolResult.error_kind` is None on success, "agent" for the caller's mistakes (unknown tool, bad
 JSON, HTTP 4xx such as FastAPI's 422 text) and "environment" for environment failures (HTTP 5xx,
@@ -47,7 +52,7 @@ from awm_rl.runtime.actor import OpError
 from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S, ToolResult, environment_error
 
 # A batch that may import a scenario's code waits for the host's import limit (plus its own calls).
-IMPORT_BUDGET_S = DEFAULT_IMPORT_TIMEOUT_S + 5.0
+IMPORT_BUDGET_S = DEFAULT_IMPORT_TIMEOUT_S + 25.0  # the actor allows import + 20 s startup
 
 
 class PoolError(RuntimeError):
@@ -83,6 +88,112 @@ class InstanceHandle:
     snapshot_file: Path | None = field(default=None, repr=False)
 
 
+# ---------------------------------------------------------------------------------------------
+# typed operations: what the pool sends a host actor (`wire()` is the actor's JSON-able form)
+
+@dataclass(frozen=True, slots=True)
+class CallOp:
+    """Call tool `tool` of instance `instance_id` -> ToolResult."""
+
+    instance_id: str
+    tool: str
+    arguments: dict[str, Any] | str | None = None
+
+    def wire(self) -> tuple:
+        return ("call", self.instance_id, self.tool, self.arguments)
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOp:
+    """Restore the instance's initial database -> None."""
+
+    instance_id: str
+
+    def wire(self) -> tuple:
+        return ("reset", self.instance_id)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenOp:
+    """Materialize the instance's database now (instead of on its first call) -> None."""
+
+    instance_id: str
+
+    def wire(self) -> tuple:
+        return ("open", self.instance_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseOp:
+    """Free the instance on its host -> None."""
+
+    instance_id: str
+
+    def wire(self) -> tuple:
+        return ("release", self.instance_id)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateOp:
+    """`n` new instances of `scenario` (importing it first if needed) -> [instance id]."""
+
+    scenario: str
+    n: int = 1
+
+    def wire(self) -> tuple:
+        return ("create", self.scenario, self.n)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadOp:
+    """Import `scenario` on the host (idempotent) -> {"scenario", "cold_start_ms", "cold_start_cpu_ms", "tools"}."""
+
+    scenario: str
+
+    def wire(self) -> tuple:
+        return ("load", self.scenario)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotOp:
+    """Write the instance's (initial, final) database files into `out_dir` -> (initial path, final path)."""
+
+    instance_id: str
+    out_dir: str
+
+    def wire(self) -> tuple:
+        return ("snapshot", self.instance_id, self.out_dir)
+
+
+Operation = CallOp | ResetOp | OpenOp | ReleaseOp | CreateOp | LoadOp | SnapshotOp
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One call for `EnvironmentPool.call_many`."""
+
+    handle: "InstanceHandle"
+    tool: str
+    arguments: dict[str, Any] | str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TimedResult:
+    """An operation's result with its wall-clock and CPU time inside the host, in ms (`run_timed`)."""
+
+    result: Any
+    wall_ms: float
+    cpu_ms: float
+
+    @property
+    def ok(self) -> bool:
+        return not isinstance(self.result, OpError) and not (isinstance(self.result, ToolResult) and not self.result.ok)
+
+
+def _wire(op: "Operation | tuple") -> tuple:
+    return op.wire() if hasattr(op, "wire") else tuple(op)
+
+
 class _HostLink:
     """One host actor: its queue of pending operations and the task that batches them."""
 
@@ -97,8 +208,8 @@ class _HostLink:
         self.inflight_budget = 0.0  # summed time budgets of the batches sent and not yet answered
         self.task = asyncio.get_running_loop().create_task(self._dispatch())
 
-    def put(self, op: tuple, fut) -> None:
-        self.queue.append((op, fut))
+    def put(self, op: "Operation | tuple", fut) -> None:
+        self.queue.append((_wire(op), fut))
         self.wakeup.set()
 
     async def _dispatch(self) -> None:
@@ -218,7 +329,7 @@ class EnvironmentPool:
             raise PoolClosed("the environment pool is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
-    def _submit(self, host: int, op: tuple) -> concurrent.futures.Future:
+    def _submit(self, host: int, op: Operation) -> concurrent.futures.Future:
         """Queue one operation for a host from any thread; the future resolves with its result."""
         if self._closed:
             raise PoolClosed("the environment pool is closed")
@@ -226,7 +337,7 @@ class EnvironmentPool:
         self._loop.call_soon_threadsafe(self._links[host].put, op, fut)
         return fut
 
-    async def _op(self, host: int, op: tuple) -> Any:
+    async def _op(self, host: int, op: Operation) -> Any:
         """Queue one operation from the pool loop and await its result."""
         fut = self._loop.create_future()
         self._links[host].put(op, fut)
@@ -272,7 +383,7 @@ class EnvironmentPool:
         async with lock:
             if scenario in self._tools:
                 return
-            res = await self._op(host, ("load", scenario))
+            res = await self._op(host, LoadOp(scenario))
             if isinstance(res, (OpError, _HostFailure)):
                 raise EnvironmentLoadError(f"environment {scenario!r} could not be loaded: {res.message}")
             self._tools[scenario] = res["tools"]
@@ -286,7 +397,7 @@ class EnvironmentPool:
         host = self._least_loaded() if host is None else host
         await self._ensure_loaded(scenario, host)
         self._links[host].instances += n
-        res = await self._op(host, ("create", scenario, n))
+        res = await self._op(host, CreateOp(scenario, n))
         if isinstance(res, list):
             return [(host, iid) for iid in res]
         self._links[host].instances -= n
@@ -333,13 +444,13 @@ class EnvironmentPool:
         self._handles.pop(id(handle), None)
         self._cap.release()
         self._links[handle.host].instances -= 1
-        self._links[handle.host].put(("release", handle.instance_id), self._loop.create_future())
+        self._links[handle.host].put(ReleaseOp(handle.instance_id), self._loop.create_future())
         if handle.snapshot_file is not None:
             handle.snapshot_file.unlink(missing_ok=True)
 
     async def _reset(self, handle: InstanceHandle) -> None:
         self._check_live(handle)
-        res = await self._op(handle.host, ("reset", handle.instance_id))
+        res = await self._op(handle.host, ResetOp(handle.instance_id))
         if isinstance(res, (OpError, _HostFailure)):
             # The instance is gone (its host restarted): replace it under the same handle.
             self._links[handle.host].instances -= 1
@@ -348,7 +459,7 @@ class EnvironmentPool:
 
     async def _snapshot(self, handle: InstanceHandle) -> tuple[Path, Path]:
         self._check_live(handle)
-        res = await self._op(handle.host, ("snapshot", handle.instance_id, str(self.snapshot_dir)))
+        res = await self._op(handle.host, SnapshotOp(handle.instance_id, str(self.snapshot_dir)))
         if isinstance(res, (OpError, _HostFailure)):
             raise PoolError(f"snapshot of {handle.instance_id!r} failed: {res.message}")
         initial, final = Path(res[0]), Path(res[1])
@@ -427,7 +538,7 @@ class EnvironmentPool:
             raise PoolClosed("the environment pool is closed")
         deadline = self.call_timeout_s + self.batch_slack_s
         try:
-            res = ray.get(self._actors[handle.host].run_batch.remote([("call", handle.instance_id, name, arguments)]),
+            res = ray.get(self._actors[handle.host].run_batch.remote([CallOp(handle.instance_id, name, arguments).wire()]),
                           timeout=deadline)[0]
         except GetTimeoutError:
             self._loop.call_soon_threadsafe(self._host_failed, handle.host, True)
@@ -439,11 +550,14 @@ class EnvironmentPool:
                                f"({type(exc).__name__}); its instances are lost")
         return _as_tool_result(res)
 
-    def call_many(self, calls: list[tuple[InstanceHandle, str, dict[str, Any] | str | None]]) -> list[ToolResult]:
-        """Many calls at once (batched per host); results in the same order."""
-        for h, _, _ in calls:
-            self._check_live(h)
-        futs = [self._submit(h.host, ("call", h.instance_id, n, a)) for h, n, a in calls]
+    def call_many(self, calls: "list[ToolCall] | list[tuple[InstanceHandle, str, dict[str, Any] | str | None]]"
+                  ) -> list[ToolResult]:
+        """Many calls at once (batched per host); results in the same order. Each call is a `ToolCall`
+        (or a (handle, tool, arguments) tuple, as before)."""
+        typed = [c if isinstance(c, ToolCall) else ToolCall(*c) for c in calls]
+        for c in typed:
+            self._check_live(c.handle)
+        futs = [self._submit(c.handle.host, CallOp(c.handle.instance_id, c.tool, c.arguments)) for c in typed]
         return [_as_tool_result(f.result()) for f in futs]
 
     def reset(self, handle: InstanceHandle) -> None:
@@ -463,6 +577,23 @@ class EnvironmentPool:
     def cold_start_ms(self, scenario: str, *, cpu: bool = False) -> float | None:
         """How long the first host took to import the scenario, wall clock or its CPU time (None until loaded)."""
         return (self._cold_start_cpu_ms if cpu else self._cold_start_ms).get(scenario)
+
+    @property
+    def num_hosts(self) -> int:
+        """How many host actors the pool placed instances on."""
+        return len(self._actors)
+
+    def run_timed(self, host: int, ops: list[Operation]) -> list[TimedResult]:
+        """Run typed operations on one host actor directly, in one batch, timed inside the host
+        (benchmarks and diagnostics: no queueing, no prefetch, no cap; instances created here are not
+        handles and must be released with a `ReleaseOp`)."""
+        import ray
+
+        if self._closed:
+            raise PoolClosed("the environment pool is closed")
+        out = ray.get(self._actors[host].run_batch_timed.remote([_wire(op) for op in ops]),
+                      timeout=self.call_timeout_s * max(1, len(ops)) + IMPORT_BUDGET_S + self.batch_slack_s)
+        return [TimedResult(res, float(wall), float(cpu)) for res, wall, cpu in out]
 
     def host_stats(self) -> list[dict[str, Any]]:
         """Per host actor: pid, incarnation, resident MB, instances per scenario (a live round trip)."""
@@ -486,7 +617,7 @@ class EnvironmentPool:
     async def call_tool_async(self, handle: InstanceHandle, name: str,
                               arguments: dict[str, Any] | str | None = None) -> ToolResult:
         self._check_live(handle)
-        res = await asyncio.wrap_future(self._submit(handle.host, ("call", handle.instance_id, name, arguments)))
+        res = await asyncio.wrap_future(self._submit(handle.host, CallOp(handle.instance_id, name, arguments)))
         return _as_tool_result(res)
 
     async def reset_async(self, handle: InstanceHandle) -> None:
