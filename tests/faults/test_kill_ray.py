@@ -1,0 +1,150 @@
+"""`kill -9` mid-episode: of a host actor (the pool gives the callers Environment Errors, Ray restarts the
+actor, `reset` replaces the lost instance, and the actor's sandboxed workers die with it) and of the
+raylet (the callers get a clear error, never a hang; the pool says why it cannot recover)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+
+from .conftest import descendants
+
+SLOW_ENV_EXTRA = '''
+
+@app.get("/slow", operation_id="slow_read")
+async def slow_read():
+    await asyncio.sleep(3)
+    return {"slow": True}
+'''
+
+
+def _alive(pid: int) -> bool:
+    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
+def test_kill_9_of_a_host_actor_mid_episode(tmp_path):
+    from tests.runtime.conftest import BAD_ENV, make_scenario
+
+    from awm_rl.runtime.pool import EnvironmentPool
+
+    make_scenario(tmp_path, "slow_env", BAD_ENV + SLOW_ENV_EXTRA)
+    pool = EnvironmentPool(tmp_path, num_hosts=1, prefetch=0, call_timeout_s=5.0)
+    try:
+        h = pool.acquire("slow_env")
+        assert pool.call_tool(h, "add_note", {"text": "before the kill"}).ok
+        stats = pool.host_stats()[0]
+        actor_pid, worker_pid = stats["pid"], stats["workers"]["slow_env"]
+        got = {}
+
+        def in_flight() -> None:
+            t = time.monotonic()
+            got["result"] = pool.call_tool(h, "slow_read", {})
+            got["seconds"] = time.monotonic() - t
+
+        t = threading.Thread(target=in_flight)
+        t.start()
+        time.sleep(1.0)  # the call is running in the worker
+        os.kill(actor_pid, signal.SIGKILL)
+        t.join(timeout=60)
+        assert not t.is_alive(), "the in-flight call hung after its host actor was killed"
+        r = got["result"]
+        assert not r.ok and r.error_kind == "environment" and "crashed or restarted" in r.text, r
+        deadline = time.monotonic() + 10
+        while _alive(worker_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker_pid), "the sandboxed worker outlived its actor"
+        # the pool recovers: reset replaces the lost instance on the restarted actor
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                pool.reset(h)
+                if pool.call_tool(h, "list_notes", {}).ok:
+                    break
+            except Exception:  # noqa: BLE001 - the actor may still be restarting
+                pass
+            assert time.monotonic() < deadline, "the pool did not recover from the killed host actor"
+            time.sleep(0.5)
+        texts = [n["text"] for n in json.loads(pool.call_tool(h, "list_notes", {}).text)["notes"]]
+        assert texts == ["first", "second"]  # a fresh instance: the lost one's state is gone, as reported
+        assert pool.host_stats()[0]["pid"] != actor_pid
+        pool.release(h)
+    finally:
+        pool.close()
+
+
+RAYLET_SCRIPT = r'''
+import json, os, sys, time
+from awm_rl.runtime.pool import EnvironmentPool
+
+pool = EnvironmentPool(sys.argv[1], num_hosts=1, prefetch=0, call_timeout_s=2.0, batch_slack_s=5.0)
+h = pool.acquire("slow_env")
+assert pool.call_tool(h, "add_note", {"text": "before"}).ok
+import ray._private.worker as ray_worker
+raylet = [p.pid for role, p in ray_worker._global_node.live_processes() if role == "raylet"][0]
+print("RAYLET", raylet, flush=True)
+os.kill(raylet, 9)
+until = time.monotonic() + 20  # the episode goes on: direct actor calls may outlive the raylet for a while
+while time.monotonic() < until:
+    t = time.monotonic()
+    r = pool.call_tool(h, "list_notes", {})
+    print("CALL " + json.dumps({"ok": r.ok, "kind": r.error_kind, "text": r.text[:300], "s": time.monotonic() - t}),
+          flush=True)
+    time.sleep(0.5)
+try:
+    pool.reset(h)
+    print("RESET ok", flush=True)
+except Exception as exc:
+    print(f"RESET {type(exc).__name__}: {exc}", flush=True)
+'''
+
+
+def test_kill_9_of_the_raylet_mid_episode(tmp_path):
+    from tests.runtime.conftest import BAD_ENV, make_scenario
+
+    make_scenario(tmp_path, "slow_env", BAD_ENV + SLOW_ENV_EXTRA)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    proc = subprocess.Popen([sys.executable, "-c", RAYLET_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**env, "PYTHONUNBUFFERED": "1"},
+                            start_new_session=True)
+    family: set[int] = set()
+    try:
+        out_lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            out_lines.append(line.strip())
+            if line.startswith("RAYLET"):
+                family.update(descendants(proc.pid))
+        try:
+            proc.wait(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the driver hung after the raylet was killed: {out_lines}") from None
+        err = proc.stderr.read()
+        assert any(x.startswith("RAYLET") for x in out_lines), (out_lines, err[-2000:])
+        calls = [json.loads(x[5:]) for x in out_lines if x.startswith("CALL ")]
+        for call in calls:  # every call came back (no hang): answered, or a clear Environment Error
+            assert call["s"] < 60, call
+            assert call["ok"] or (call["kind"] == "environment" and (
+                "crashed or restarted" in call["text"] or "did not answer" in call["text"])), call
+        if proc.returncode == 0:  # the driver survived the episode: reset answered or said why not
+            assert any(x.startswith("RESET") for x in out_lines), out_lines
+        else:  # Ray ended the driver: it must say why
+            assert "raylet" in err.lower() or "node" in err.lower(), err[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in family | set(descendants(proc.pid)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
