@@ -35,7 +35,7 @@ from awm_resources.sqlite_build import (
     sample_sql,
     schema_sql,
 )
-from awm_resources.store import PIPELINE_STAGES, STAGE_FILES, ArtifactStore, atomic_write_bytes
+from awm_resources.store import PIPELINE_STAGES, ArtifactStore
 
 IMPORT_THRESHOLD = 0.10  # the paper's tolerance for failing tables / inserts
 VERIFY_FUNCTIONS = re.compile(r"^\s*(?:async\s+)?def\s+(verify_task(?:_completion)?)\s*\(", re.M)

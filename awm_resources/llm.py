@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from awm_resources.store import PROJECT_ROOT, default_home
+from awm_resources.store import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from awm_resources.llm import CallTag, LLMClient, parse_model
+from awm_resources.llm import CallTag, LLMClient
 from awm_resources.names import normalize_scenario_name
 from awm_resources.store import ArtifactStore
 
