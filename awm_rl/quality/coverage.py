@@ -5,7 +5,7 @@ If every table it reads is one that no tool can write, its verdict on the unchan
 ("others", or the audit would have caught it) can never change: the task is blocked. The tables a
 tool can write are over-estimated on purpose (what the probe saw written, plus every table whose ORM
 class or name a non-GET handler mentions, directly or through a helper, plus tables reached by
-triggers and foreign-key cascades), so a task is only called blocked when no tool could help.
+triggers, foreign-key cascades and ORM delete cascades), so a task is only called blocked when no tool could help.
 """
 
 from __future__ import annotations
@@ -68,6 +68,25 @@ def _orm_tables(tree: ast.Module) -> dict[str, str]:
     return out
 
 
+def _orm_cascades(tree: ast.Module, classes: dict[str, str]) -> dict[str, set[str]]:
+    """Table -> tables an ORM relationship with a delete cascade writes when a row of it is deleted
+    (`children = relationship("Child", cascade="all, delete-orphan")`): the handler never names them."""
+    out: dict[str, set[str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef) or node.name not in classes:
+            continue
+        for call in ast.walk(node):
+            if not (isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", None)) == "relationship"):
+                continue
+            cascade = next((k.value.value for k in call.keywords if k.arg == "cascade"
+                            and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)), "")
+            target = call.args[0] if call.args else None
+            name = target.value if isinstance(target, ast.Constant) else getattr(target, "id", None)
+            if name in classes and ("all" in cascade or "delete" in cascade):
+                out.setdefault(classes[node.name], set()).add(classes[name])
+    return out
+
+
 def _is_write_route(fn: ast.AST) -> bool:
     for deco in getattr(fn, "decorator_list", []):
         target = deco.func if isinstance(deco, ast.Call) else deco
@@ -106,6 +125,13 @@ def static_writable_tables(env_code: str, facts: DbFacts) -> set[str]:
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 names.update(_SQL_WRITE.findall(node.value))
     writable = {classes[n] for n in names if n in classes} | {n for n in names if n in facts.tables}
+    cascades = _orm_cascades(tree, classes)
+    pending_tables = list(writable)
+    while pending_tables:  # ORM delete cascades, transitively
+        for child in cascades.get(pending_tables.pop(), ()):
+            if child not in writable:
+                writable.add(child)
+                pending_tables.append(child)
     return writable & set(facts.tables)
 
 
