@@ -4,6 +4,7 @@ import dagster as dg
 
 from awm_assets.bfcl_assets import bfcl_evaluation
 from awm_assets.catalog_asset import environment_catalog
+from awm_assets.cluster import default_executor
 from awm_assets.evaluation import evaluation
 from awm_assets.jobs import catalog_job, generate_scenarios_job, synthesize_scenario_job
 from awm_assets.quality_assets import environment_quality, environment_quality_gate
@@ -25,4 +26,5 @@ defs = dg.Definitions(
     schedules=[training_schedule],
     sensors=[seed_batch_sensor, new_scenario_sensor, catalog_automation],
     resources=build_resources(),
+    executor=default_executor(),  # None locally (Dagster's default); dagster-ray's with AWM_EXECUTOR=ray
 )

@@ -4,17 +4,22 @@ import dagster as dg
 
 from awm_resources.store import PIPELINE_STAGES
 
+from awm_assets.cluster import job_executor
+
+# Each job's executor: as listed here locally; dagster-ray's executor when AWM_EXECUTOR=ray (awm_assets/cluster.py).
+
 generate_scenarios_job = dg.define_asset_job(
-    "generate_scenarios", selection=dg.AssetSelection.assets("scenario_generation"),
+    "generate_scenarios", selection=dg.AssetSelection.assets("scenario_generation"), executor_def=job_executor(None),
     description="Scenario generation for one seed batch.")
 
 synthesize_scenario_job = dg.define_asset_job(
     "synthesize_scenario", selection=dg.AssetSelection.assets(*PIPELINE_STAGES),
-    executor_def=dg.in_process_executor,
+    executor_def=job_executor(dg.in_process_executor),
     description="All six stages of one scenario, each self-correcting through retries.")
 
 catalog_job = dg.define_asset_job(
     "refresh_catalog",
     selection=dg.AssetSelection.assets("environment_quality", "environment_catalog", "synthesis_statistics"),
+    executor_def=job_executor(None),
     description="Run the quality gate where something changed, then rebuild the environment catalog and the "
                 "synthesis statistics from the store.")

@@ -71,3 +71,30 @@ def test_catalog_refreshes_declaratively_over_partially_synthesized_scenarios():
         assert requested == targets
         again = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         assert again.total_requested == 0  # handled: requested once per update, not on every tick
+
+
+def test_executor_selected_by_configuration():
+    """Local by default (synthesize_scenario in process, as before); AWM_EXECUTOR=ray puts every job's steps
+    on dagster-ray's executor with the store and instance locations forwarded to the steps."""
+    code = ("import json; from awm_assets.definitions import defs; from awm_assets.cluster import ray_executor_config; "
+            "print(json.dumps({j: defs.resolve_job_def(j).executor_def.name for j in "
+            "['generate_scenarios', 'synthesize_scenario', 'refresh_catalog']} | {'cfg': ray_executor_config()}))")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWM_RAY")}
+    local = subprocess.run([sys.executable, "-c", code], env={**base, "AWM_EXECUTOR": "local"}, cwd=PROJECT_ROOT,
+                           capture_output=True, text=True, timeout=180)
+    assert local.returncode == 0, local.stderr
+    jobs = __import__("json").loads(local.stdout.strip().splitlines()[-1])
+    assert jobs["synthesize_scenario"] == "in_process" and jobs["refresh_catalog"] == "multi_or_in_process_executor"
+    env = {**base, "AWM_EXECUTOR": "ray", "AWM_HOME": "/shared/awm", "DAGSTER_HOME": "/shared/dagster",
+           "AWM_RAY_JOBS_ADDRESS": "http://head:8265", "AWM_RAY_STEP_RESOURCES": '{"cpu_worker": 1}'}
+    ray = subprocess.run([sys.executable, "-c", code], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True,
+                         timeout=180)
+    assert ray.returncode == 0, ray.stderr
+    jobs = __import__("json").loads(ray.stdout.strip().splitlines()[-1])
+    cfg = jobs.pop("cfg")["ray"]
+    assert set(jobs.values()) == {"ray_cluster"}
+    assert cfg["address"] == "http://head:8265" and cfg["resources"] == {"cpu_worker": 1.0} and cfg["num_cpus"] == 1
+    assert {"AWM_HOME", "DAGSTER_HOME"} <= set(cfg["env_vars"])
+    bad = subprocess.run([sys.executable, "-c", "from awm_assets.cluster import executor_mode; executor_mode()"],
+                         env={**base, "AWM_EXECUTOR": "k8s"}, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "AWM_EXECUTOR" in bad.stderr
