@@ -689,3 +689,7 @@ def main(argv: list[str]) -> int:
         print(f"  os isolation of the hosts: {o.get('os_isolation')} (pipe {o.get('host_pipe_ms_p50')} ms per batch)")
         print("targets: " + ", ".join(f"{k}={'met' if v else 'MISSED'}" for k, v in report["targets"].items()))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
