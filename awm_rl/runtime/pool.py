@@ -318,6 +318,7 @@ class EnvironmentPool:
         self._refilling: set[str] = set()
         self._cap = asyncio.Semaphore(max_instances)  # used on the pool loop only
         self._load_locks: dict[str, asyncio.Lock] = {}
+        self._homes: dict[str, list[int]] = {}  # scenario -> the hosts that run a worker for it
 
     # -- plumbing ----------------------------------------------------------------------------
     async def _make_links(self) -> list[_HostLink]:
@@ -390,11 +391,23 @@ class EnvironmentPool:
             self._cold_start_ms[scenario] = res["cold_start_ms"]
             self._cold_start_cpu_ms[scenario] = res["cold_start_cpu_ms"]
 
-    def _least_loaded(self) -> int:
-        return min(range(len(self._links)), key=lambda i: self._links[i].instances)
+    def _host_for(self, scenario: str) -> int:
+        """Where new instances of `scenario` go. Each host runs one sandboxed worker per scenario it serves,
+        so a scenario stays on its hosts (fewer processes, warm workers) and spreads to the host serving the
+        fewest scenarios only once its hosts hold their share of the instance cap."""
+        homes = self._homes.setdefault(scenario, [])
+        share = max(1, self.max_instances // max(len(self._links), 1))
+        home = min(homes, key=lambda i: self._links[i].instances, default=None)
+        if home is not None and (self._links[home].instances < share or len(homes) == len(self._links)):
+            return home
+        served = {i: sum(i in h for h in self._homes.values()) for i in range(len(self._links))}
+        fresh = min((i for i in range(len(self._links)) if i not in homes),
+                    key=lambda i: (served[i], self._links[i].instances))
+        homes.append(fresh)
+        return fresh
 
     async def _create(self, scenario: str, n: int, host: int | None = None) -> list[tuple[int, str]]:
-        host = self._least_loaded() if host is None else host
+        host = self._host_for(scenario) if host is None else host
         await self._ensure_loaded(scenario, host)
         self._links[host].instances += n
         res = await self._op(host, CreateOp(scenario, n))
