@@ -260,6 +260,15 @@ class _HostFailure:
     message: str
 
 
+def _nodes_alive() -> int:
+    import ray
+
+    try:
+        return sum(1 for n in ray.nodes() if n.get("Alive"))
+    except Exception:  # noqa: BLE001 - no cluster information: assume one machine
+        return 1
+
+
 def _as_tool_result(res: Any) -> ToolResult:
     if isinstance(res, ToolResult):
         return res
@@ -295,7 +304,13 @@ class EnvironmentPool:
         if num_hosts is None:
             num_hosts = max(1, min(4, os.cpu_count() or 1))
         self._own_snapshot_dir = snapshot_dir is None
-        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        # Snapshots are written by the hosts and read here: on one machine a RAM folder; when the cluster has
+        # more nodes, a folder of the store (which every node shares), since a host may run elsewhere.
+        if _nodes_alive() > 1:
+            base = str(self.store.root / ".snapshots")
+            os.makedirs(base, exist_ok=True)
+        else:
+            base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         self.snapshot_dir = Path(snapshot_dir) if snapshot_dir else Path(tempfile.mkdtemp(prefix="awm-snapshots-", dir=base))
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
         # `actor_options` place the hosts, e.g. {"resources": {"cpu_worker": 0.01}} to keep them on CPU

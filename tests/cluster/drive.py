@@ -54,7 +54,8 @@ def main() -> None:
 
 
 def serve(scenario: str) -> dict:
-    """Hosts placed on the worker node by its custom resource; snapshots land in the shared store."""
+    """Hosts placed on the worker node by its custom resource; snapshots land in the shared store (the pool's
+    default on a cluster of more than one node)."""
     import ray
     from ray.util.state import list_actors
 
@@ -63,9 +64,8 @@ def serve(scenario: str) -> dict:
     from awm_resources.store import ArtifactStore
 
     store = ArtifactStore()
-    snapshots = store.root / "snapshots"
     with EnvironmentPool(store.root, num_hosts=2, prefetch=0, ray_address=os.environ["RAY_ADDRESS"],
-                         snapshot_dir=snapshots, actor_options={"resources": {"worker_node": 0.01}}) as pool:
+                         actor_options={"resources": {"worker_node": 0.01}}) as pool:
         h = pool.acquire(scenario)
         tools = pool.list_tools(h)
         listing = next(t for t in tools if not (t.get("input_schema") or {}).get("required"))
