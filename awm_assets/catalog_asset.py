@@ -29,8 +29,9 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
     st = store.get_store()
     # The quality gate (tool probe, task checks incl. the do-nothing audit); stored results whose
     # digest still matches are reused, so this re-checks only what changed since environment_quality.
-    totals = quality(st, complete_scenarios(st))["totals"]
-    entries = build_catalog(st)
+    report = quality(st, complete_scenarios(st))
+    totals = report["totals"]
+    entries = build_catalog(st, {r["scenario"]: r for r in report["scenarios"]})
     ready = [e for e in entries if e["ready"]]
     path = st.root / CATALOG_FILE
     atomic_write_json(path, {"environments": ready, "not_ready": [e for e in entries if not e["ready"]]})

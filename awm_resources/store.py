@@ -142,8 +142,14 @@ class ArtifactStore:
         self.write_json(key, f"status/{stage}.json", {**status, "stage": stage, "written_at": time.time()})
 
     def present_stages(self, key: str) -> list[str]:
-        """Stages whose every artifact file exists."""
-        return [s for s in STAGES if all(self.has(key, f) for f in STAGE_FILES[s])]
+        """Stages whose every artifact file exists (one directory listing: the catalog asks this of every
+        scenario of an AWM-1K store)."""
+        folder = self.scenario_dir(key)
+        try:
+            names = set(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [s for s in STAGES if all(f in names and os.path.isfile(os.path.join(folder, f)) for f in STAGE_FILES[s])]
 
     # -- attempts -----------------------------------------------------------------------------
     def attempts_dir(self, key: str, stage: str) -> Path:

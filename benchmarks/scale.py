@@ -58,8 +58,8 @@ def _catalog_seconds(store) -> tuple[float, int]:
     from awm_rl.quality.report import quality
 
     started = time.perf_counter()
-    quality(store, complete_scenarios(store))
-    entries = build_catalog(store)
+    report = quality(store, complete_scenarios(store))
+    entries = build_catalog(store, {r["scenario"]: r for r in report["scenarios"]})
     return time.perf_counter() - started, sum(1 for e in entries if e["ready"])
 
 

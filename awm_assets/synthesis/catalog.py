@@ -11,7 +11,7 @@ AUDIT_FILE = "verifier_audit.json"  # written by awm_rl.reward.audit.write_audit
 QUALITY_FILE = "quality.json"  # written by awm_rl.quality.report.scenario_quality
 
 
-def catalog_entry(store: ArtifactStore, key: str) -> dict[str, Any]:
+def catalog_entry(store: ArtifactStore, key: str, quality_result: dict[str, Any] | None = None) -> dict[str, Any]:
     sc = store.read_json(key, "scenario.json")
     status = {s: store.stage_status(key, s) or {} for s in PIPELINE_STAGES}
     present = store.present_stages(key)
@@ -24,9 +24,9 @@ def catalog_entry(store: ArtifactStore, key: str) -> dict[str, Any]:
     n_tasks = stat("tasks", "tasks")
     quality = store.path(key, QUALITY_FILE)
     audit = store.path(key, AUDIT_FILE)
-    checked = quality.is_file() or audit.is_file()
-    if quality.is_file():  # the quality gate: every task with its verdict and reason
-        q = json.loads(quality.read_text(encoding="utf-8"))
+    checked = quality_result is not None or quality.is_file() or audit.is_file()
+    if quality_result is not None or quality.is_file():  # the quality gate: every task with its verdict and reason
+        q = quality_result if quality_result is not None else json.loads(quality.read_text(encoding="utf-8"))
         ineligible = {t["task_idx"]: f"{t['verdict']}: {t['reason']}" for t in q.get("tasks", []) if not t["eligible"]}
         tool_quality = {k: q.get(k, 0) for k in ("tools_total", "tools_ok", "tools_server_error",
                                                   "tools_server_error_on_edge", "tools_client_error_only", "shadowed")}
@@ -60,5 +60,8 @@ def catalog_entry(store: ArtifactStore, key: str) -> dict[str, Any]:
     }
 
 
-def build_catalog(store: ArtifactStore) -> list[dict[str, Any]]:
-    return [catalog_entry(store, key) for key in store.list_scenarios()]
+def build_catalog(store: ArtifactStore, quality_results: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every scenario's entry; `quality_results` (scenario -> result of the quality gate just run) saves
+    reading each `quality.json` again."""
+    results = quality_results or {}
+    return [catalog_entry(store, key, results.get(key)) for key in store.list_scenarios()]
