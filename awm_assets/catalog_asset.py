@@ -4,11 +4,11 @@
 import dagster as dg
 
 from awm_resources.store import PIPELINE_STAGES, atomic_write_json
-from awm_assets.quality_assets import catalog_refresh_condition, complete_scenarios
+from awm_assets.quality_assets import catalog_refresh_condition
 from awm_assets.resources import StoreResource
 from awm_assets.ui_tables import asset_link, records_table
 
-from awm_assets.synthesis.catalog import build_catalog
+from awm_assets.synthesis.catalog import assemble_catalog
 
 CATALOG_FILE = "catalog.json"
 
@@ -24,14 +24,11 @@ CATALOG_FILE = "catalog.json"
                 "task) are excluded from training and evaluation, each with its reason.",
 )
 def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
-    from awm_rl.quality.report import quality
-
     st = store.get_store()
     # The quality gate (tool probe, task checks incl. the do-nothing audit); stored results whose
-    # digest still matches are reused, so this re-checks only what changed since environment_quality.
-    report = quality(st, complete_scenarios(st))
+    # files are unchanged are reused, so this re-checks only what changed since environment_quality.
+    report, entries = assemble_catalog(st)
     totals = report["totals"]
-    entries = build_catalog(st, {r["scenario"]: r for r in report["scenarios"]})
     ready = [e for e in entries if e["ready"]]
     path = st.root / CATALOG_FILE
     atomic_write_json(path, {"environments": ready, "not_ready": [e for e in entries if not e["ready"]]})

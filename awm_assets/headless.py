@@ -20,6 +20,7 @@ from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 from awm_assets.instance import get_instance
 from awm_assets.partitions import seed_batch_partitions
 from awm_assets.synthesis.seeds import read_seed_batch
+from awm_assets.synthesis.statistics import stage_outcome
 
 
 # Step-level DEBUG events stay in the instance (the UI shows them); the terminal gets warnings and errors.
@@ -70,16 +71,16 @@ def scenario_report(store: ArtifactStore, key: str) -> dict[str, Any]:
     for stage in PIPELINE_STAGES:
         status = store.stage_status(key, stage)
         attempts = store.list_attempts(key, stage)
-        last = attempts[-1] if attempts else None
-        if last and not last.get("passed") and (status is None or last["recorded_at"] > status["written_at"]):
+        outcome = stage_outcome(status, attempts)
+        if outcome == "failed":
+            last = attempts[-1]
             stages[stage] = {"status": "failed", "attempts": len(attempts), "error_rate": last.get("error_rate"),
                              "error": "; ".join(e for errs in (last.get("errors") or {}).values() for e in errs)[:500]}
-        elif status:
-            verdict = "degraded" if status.get("degraded") else "ok" if status.get("valid", True) else "invalid"
-            stages[stage] = {"status": verdict, "attempts": status.get("attempts", len(attempts) or 1),
-                             "error_rate": status.get("error_rate", 0.0)}
-        else:
+        elif outcome == "not_run":
             stages[stage] = {"status": "not_run", "attempts": 0, "error_rate": None}
+        else:
+            stages[stage] = {"status": outcome, "attempts": status.get("attempts", len(attempts) or 1),
+                             "error_rate": status.get("error_rate", 0.0)}
     ready = set(STAGES) <= set(store.present_stages(key)) and all(s["status"] in ("ok", "degraded") for s in stages.values())
     return {"scenario": key, "ready": ready, "stages": stages}
 

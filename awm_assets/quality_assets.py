@@ -6,10 +6,11 @@ what it checked, so re-running either only re-checks scenarios whose files chang
 
 import dagster as dg
 
-from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore, atomic_write_json
+from awm_resources.store import PIPELINE_STAGES, atomic_write_json
 
 from awm_assets.partitions import scenario_partitions
 from awm_assets.resources import LLMResource, StoreResource
+from awm_assets.synthesis.catalog import complete_scenarios
 
 QUALITY_SUMMARY_FILE = "quality_summary.json"
 
@@ -38,10 +39,6 @@ def catalog_refresh_condition() -> dg.AutomationCondition:
     return (dg.AutomationCondition.any_deps_updated().since_last_handled()
             & ~dg.AutomationCondition.any_deps_in_progress()
             & ~dg.AutomationCondition.in_progress()).with_label("catalog_refresh")
-
-
-def complete_scenarios(store: ArtifactStore) -> list[str]:
-    return [k for k in store.list_scenarios() if set(STAGES) <= set(store.present_stages(k))]
 
 
 def gate_judge(judge_llm: LLMResource):

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import tempfile
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -35,7 +34,7 @@ from awm_resources.sqlite_build import (
     sample_sql,
     schema_sql,
 )
-from awm_resources.store import PIPELINE_STAGES, ArtifactStore
+from awm_resources.store import PIPELINE_STAGES, ArtifactStore, stage_status_doc
 
 IMPORT_THRESHOLD = 0.10  # the paper's tolerance for failing tables / inserts
 VERIFY_FUNCTIONS = re.compile(r"^\s*(?:async\s+)?def\s+(verify_task(?:_completion)?)\s*\(", re.M)
@@ -407,10 +406,10 @@ def _stage_files(parts: _Parts, key: str, staging: Path, issues: list[ImportIssu
 
 
 def _write_status(folder: Path, stage: str, status: dict[str, Any]) -> None:
+    """The store's status file, written plainly into the staging folder (flushed with the whole scenario)."""
     (folder / "status").mkdir(exist_ok=True)
     (folder / "status" / f"{stage}.json").write_text(
-        json.dumps({**status, "stage": stage, "written_at": time.time()}, indent=2, ensure_ascii=False) + "\n",
-        encoding="utf-8")
+        json.dumps(stage_status_doc(stage, status), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _build_scenario(src: str, key: str, entry: _Index, staging_root: str) -> tuple[str, dict, dict, list, str | None]:

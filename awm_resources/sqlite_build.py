@@ -160,30 +160,38 @@ def sample_sql(samples: list[SampleTable]) -> str:
     return "\n".join(parts) + "\n"
 
 
-def database_excerpt(path: Path, *, max_chars: int = 12_000, rows_per_table: int = 12) -> str:
-    """The database's content for a prompt, within a character budget: per table its columns, row count
-    and first rows (user 1's data first, as the sample data puts it), tables cut evenly when over budget."""
+def table_heads(path: Path, rows_per_table: int) -> list[tuple[str, list[str], list[tuple], int]]:
+    """(table, columns, first rows, row count) of every table, read-only: what previews and prompts show."""
     conn = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
     try:
         names = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
-        blocks = []
-        per_table = max(400, max_chars // max(len(names), 1))
+        heads = []
         for name in names:
             quoted = '"' + name.replace('"', '""') + '"'
             cur = conn.execute(f"SELECT * FROM {quoted} LIMIT {int(rows_per_table)}")
             cols = [d[0] for d in cur.description]
             rows = cur.fetchall()
-            total = conn.execute(f"SELECT COUNT(*) FROM {quoted}").fetchone()[0]
-            lines = [f"## {name} ({total} rows): {', '.join(cols)}"]
-            for row in rows:
-                line = " | ".join("NULL" if v is None else str(v)[:80] for v in row)
-                if sum(len(x) + 1 for x in lines) + len(line) > per_table:
-                    lines.append("...")
-                    break
-                lines.append(line)
-            blocks.append("\n".join(lines))
+            heads.append((name, cols, rows, conn.execute(f"SELECT COUNT(*) FROM {quoted}").fetchone()[0]))
+        return heads
     finally:
         conn.close()
+
+
+def database_excerpt(path: Path, *, max_chars: int = 12_000, rows_per_table: int = 12) -> str:
+    """The database's content for a prompt, within a character budget: per table its columns, row count
+    and first rows (user 1's data first, as the sample data puts it), tables cut evenly when over budget."""
+    heads = table_heads(path, rows_per_table)
+    per_table = max(400, max_chars // max(len(heads), 1))
+    blocks = []
+    for name, cols, rows, total in heads:
+        lines = [f"## {name} ({total} rows): {', '.join(cols)}"]
+        for row in rows:
+            line = " | ".join("NULL" if v is None else str(v)[:80] for v in row)
+            if sum(len(x) + 1 for x in lines) + len(line) > per_table:
+                lines.append("...")
+                break
+            lines.append(line)
+        blocks.append("\n".join(lines))
     text = "\n\n".join(blocks)
     return text if len(text) <= max_chars else text[:max_chars] + "\n[... cut to the prompt budget ...]"

@@ -78,6 +78,11 @@ def atomic_path(path: Path) -> Iterator[Path]:
         tmp_path.unlink(missing_ok=True)
 
 
+def stage_status_doc(stage: str, status: dict[str, Any]) -> dict[str, Any]:
+    """What `status/<stage>.json` holds (written by the store, or into an import's staging folder)."""
+    return {**status, "stage": stage, "written_at": time.time()}
+
+
 class ArtifactStore:
     """Files of every scenario, plus per-stage status and attempt records."""
 
@@ -139,7 +144,7 @@ class ArtifactStore:
         return json.loads(path.read_text(encoding="utf-8"))
 
     def write_stage_status(self, key: str, stage: str, status: dict[str, Any]) -> None:
-        self.write_json(key, f"status/{stage}.json", {**status, "stage": stage, "written_at": time.time()})
+        self.write_json(key, f"status/{stage}.json", stage_status_doc(stage, status))
 
     def present_stages(self, key: str) -> list[str]:
         """Stages whose every artifact file exists (one directory listing: the catalog asks this of every

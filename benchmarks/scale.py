@@ -17,6 +17,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,25 +27,23 @@ from awm_resources.store import PIPELINE_STAGES, PROJECT_ROOT
 DEFAULT_CORPUS = PROJECT_ROOT.parent / "shared" / "awm-corpus" / "generated"
 
 
-def make_copies(corpus: Path, dest: Path, n: int, start: int = 0) -> list[str]:
-    """Write `n` scenarios built from the corpus's records under new names into `dest`; returns their keys.
-    Streams record by record (the corpus files are read once per stem)."""
+def make_copies(corpus: Path, dest: Path, n: int, start: int = 0,
+                name_for: Callable[[str, int], str] = lambda base, i: f"{base} copy {i}") -> list[str]:
+    """Write `n` scenarios built from the corpus's records under new names (`name_for(base name, i)`) into
+    `dest`; returns their keys. Records that name their scenario by its key get the new key."""
     dest.mkdir(parents=True, exist_ok=True)
     names = sorted({json.loads(line)["name"] for line in (corpus / "gen_scenario.jsonl").read_text().splitlines()
                     if line.strip()})
-    keys = []
+    renamed = [(names[i % len(names)], name_for(names[i % len(names)], i)) for i in range(start, start + n)]
     for path in sorted(corpus.glob("*.jsonl")):
         field = "name" if path.name == "gen_scenario.jsonl" else "scenario"
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         with (dest / path.name).open("w") as out:
-            for i in range(start, start + n):
-                base = names[i % len(names)]
-                new = f"{base} copy {i}"
+            for base, new in renamed:
                 for r in records:
                     if normalize_scenario_name(r[field]) == normalize_scenario_name(base):
                         out.write(json.dumps({**r, field: new if r[field] == base else normalize_scenario_name(new)}) + "\n")
-    keys = [normalize_scenario_name(f"{names[i % len(names)]} copy {i}") for i in range(start, start + n)]
-    return keys
+    return [normalize_scenario_name(new) for _, new in renamed]
 
 
 def _peak_rss_mb() -> float:
@@ -53,13 +52,10 @@ def _peak_rss_mb() -> float:
 
 def _catalog_seconds(store) -> tuple[float, int]:
     """What `environment_catalog` does: the quality gate where results are missing, then the entries."""
-    from awm_assets.quality_assets import complete_scenarios
-    from awm_assets.synthesis.catalog import build_catalog
-    from awm_rl.quality.report import quality
+    from awm_assets.synthesis.catalog import assemble_catalog
 
     started = time.perf_counter()
-    report = quality(store, complete_scenarios(store))
-    entries = build_catalog(store, {r["scenario"]: r for r in report["scenarios"]})
+    _, entries = assemble_catalog(store)
     return time.perf_counter() - started, sum(1 for e in entries if e["ready"])
 
 

@@ -187,19 +187,9 @@ def test_cli_import_catalog_export(corpus_dir, tmp_path):
 
 def _copy_corpus(src: Path, dst: Path, copies: int, rename=lambda base, i: f"{base} copy {i}") -> Path:
     """`copies` scenarios under new names built from the corpus's records (what `awm bench scale` does)."""
-    from awm_resources.names import normalize_scenario_name as norm
+    from benchmarks.scale import make_copies
 
-    dst.mkdir(parents=True, exist_ok=True)
-    files = {p.name: [json.loads(line) for line in p.read_text().splitlines() if line.strip()] for p in src.glob("*.jsonl")}
-    bases = sorted({r["name"] for r in files["gen_scenario.jsonl"]})
-    for name, records in files.items():
-        field = "name" if name == "gen_scenario.jsonl" else "scenario"
-        with (dst / name).open("w") as out:
-            for i in range(copies):
-                base, new = bases[i % len(bases)], rename(bases[i % len(bases)], i)
-                for r in records:
-                    if norm(r[field]) == norm(base):
-                        out.write(json.dumps({**r, field: new if r[field] == base else norm(new)}) + "\n")
+    make_copies(src, dst, copies, name_for=rename)
     return dst
 
 

@@ -60,6 +60,19 @@ def catalog_entry(store: ArtifactStore, key: str, quality_result: dict[str, Any]
     }
 
 
+def complete_scenarios(store: ArtifactStore) -> list[str]:
+    return [k for k in store.list_scenarios() if set(STAGES) <= set(store.present_stages(k))]
+
+
+def assemble_catalog(store: ArtifactStore) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What `environment_catalog` builds: the quality gate over the complete scenarios (stored results are
+    reused, so only what changed is checked), then every entry from those results."""
+    from awm_rl.quality.report import quality
+
+    report = quality(store, complete_scenarios(store))
+    return report, build_catalog(store, {r["scenario"]: r for r in report["scenarios"]})
+
+
 def build_catalog(store: ArtifactStore, quality_results: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Every scenario's entry; `quality_results` (scenario -> result of the quality gate just run) saves
     reading each `quality.json` again."""

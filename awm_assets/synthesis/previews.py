@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import sqlite3
 from typing import Any
 
+from awm_resources.sqlite_build import table_heads
 from awm_resources.store import ArtifactStore
 
 
@@ -60,22 +60,13 @@ def preview(store: ArtifactStore, key: str, stage: str, *, full: bool = True) ->
 
 def sample_rows(db_path, per_table: int = 3, max_columns: int = 8) -> str:
     """The first rows of every table of the initial database (user 1's data first, as the sample data puts it)."""
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    try:
-        names = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
-        blocks = []
-        for name in names:
-            quoted = '"' + name.replace('"', '""') + '"'
-            cur = conn.execute(f"SELECT * FROM {quoted} LIMIT {per_table}")
-            cols = [d[0] for d in cur.description][:max_columns]
-            total = conn.execute(f"SELECT COUNT(*) FROM {quoted}").fetchone()[0]
-            lines = [f"**{name}** ({total} rows)", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-            lines += ["| " + " | ".join(_cell(_cut("NULL" if v is None else v, 40)) for v in row[:max_columns]) + " |"
-                      for row in cur.fetchall()]
-            blocks.append("\n".join(lines))
-    finally:
-        conn.close()
+    blocks = []
+    for name, cols, rows, total in table_heads(db_path, per_table):
+        cols = cols[:max_columns]
+        lines = [f"**{name}** ({total} rows)", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        lines += ["| " + " | ".join(_cell(_cut("NULL" if v is None else v, 40)) for v in row[:max_columns]) + " |"
+                  for row in rows]
+        blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 

@@ -25,6 +25,19 @@ def _usage(records: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def stage_outcome(status: dict[str, Any] | None, attempts: list[dict[str, Any]]) -> str:
+    """A stage's newest outcome: failed / invalid / degraded / ok / not_run. A failed attempt recorded after
+    the last stored status wins over it (the stage gave up since)."""
+    last = attempts[-1] if attempts else None
+    if last is not None and not last.get("passed") and (not status or last.get("recorded_at", 0) > status.get("written_at", 0)):
+        return "failed"
+    if not status:
+        return "not_run"
+    if status.get("degraded"):
+        return "degraded"
+    return "ok" if status.get("valid", True) else "invalid"
+
+
 def stage_rows(store: ArtifactStore, scenarios: list[str]) -> list[dict[str, Any]]:
     """One row per stage over `scenarios`: synthesized / succeeded / degraded / failed, attempts, tokens, cost."""
     rows = []
@@ -40,15 +53,8 @@ def stage_rows(store: ArtifactStore, scenarios: list[str]) -> list[dict[str, Any
             if not status and not attempts:
                 continue  # not reached (an earlier stage failed) or not run yet
             row["scenarios"] += 1
-            last = attempts[-1] if attempts else None
-            # A failed attempt recorded after the last stored status wins over it (the stage gave up since).
-            gave_up = last is not None and not last.get("passed") and last.get("recorded_at", 0) > status.get("written_at", 0)
-            if gave_up or not status or status.get("valid") is False:
-                row["failed"] += 1
-            elif status.get("degraded"):
-                row["degraded"] += 1
-            else:
-                row["succeeded"] += 1
+            outcome = stage_outcome(status, attempts)
+            row[{"degraded": "degraded", "ok": "succeeded"}.get(outcome, "failed")] += 1
             row["attempts"] += status.get("attempts") or len(attempts) or 1
             for k, v in _usage(attempts).items():
                 row[k] += v
