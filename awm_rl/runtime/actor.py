@@ -53,7 +53,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from awm_rl.runtime.host import MultiHost, ToolResult, environment_error
+from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost, ToolResult, environment_error
 
 
 @dataclass(slots=True)
@@ -92,7 +92,8 @@ class EnvHost:
     """
 
     def __init__(self, store_root: str, *, call_timeout_s: float = 10.0, memory_mb: int | None = 6144,
-                 rss_cap_mb: int | None = 8192, import_timeout_s: float = 60.0, isolate: bool | None = None):
+                 rss_cap_mb: int | None = 8192, import_timeout_s: float = 60.0, isolate: bool | None = None,
+                 max_open_instances: int = DEFAULT_OPEN_INSTANCES):
         from awm_rl.limits import drop_secrets
         from awm_rl.runtime.sandbox import isolation_level, sandbox_available
 
@@ -111,7 +112,7 @@ class EnvHost:
             self.call_timeout_s = call_timeout_s
             self.import_timeout_s = import_timeout_s
             self._options = dict(call_timeout_s=call_timeout_s, memory_mb=memory_mb, rss_cap_mb=rss_cap_mb,
-                                 import_timeout_s=import_timeout_s)
+                                 import_timeout_s=import_timeout_s, max_open_instances=max_open_instances)
             self._workers: dict[str, _ScenarioWorker] = {}
             self._start_locks: dict[str, threading.Lock] = {}
             self._import_crashes: dict[str, list[str]] = {}
@@ -124,10 +125,10 @@ class EnvHost:
             return
         self._local_lock = threading.Lock()
         self._init_local(store_root, call_timeout_s=call_timeout_s, memory_mb=memory_mb, rss_cap_mb=rss_cap_mb,
-                         import_timeout_s=import_timeout_s)
+                         import_timeout_s=import_timeout_s, max_open_instances=max_open_instances)
 
     def _init_local(self, store_root: str, *, call_timeout_s: float, memory_mb: int | None,
-                    rss_cap_mb: int | None, import_timeout_s: float) -> None:
+                    rss_cap_mb: int | None, import_timeout_s: float, max_open_instances: int) -> None:
         import fastapi  # noqa: F401 - warm the heavy imports so a scenario's cold start is its own cost
         import sqlalchemy  # noqa: F401
 
@@ -141,7 +142,8 @@ class EnvHost:
         if host_mod._watchdog is None:
             host_mod._watchdog = Watchdog(rss_cap_mb=rss_cap_mb)
         install_guard()
-        self.host = MultiHost(store_root, call_timeout_s=call_timeout_s, import_timeout_s=import_timeout_s)
+        self.host = MultiHost(store_root, call_timeout_s=call_timeout_s, import_timeout_s=import_timeout_s,
+                              max_open_instances=max_open_instances)
         _warm_up()
         # Loaded code and scenarios are long-lived: keep them out of every cyclic-GC pass, and collect
         # young objects less often (each tool call allocates many short-lived ones).

@@ -5,6 +5,12 @@ any number of instances, each with a private in-memory SQLite copy (see `db.py`)
 binds the instance's database to the current context, sends one in-process ASGI request to the app
 (FastAPI validation and error texts exactly as over HTTP) and returns a `ToolResult`.
 
+Memory: an instance's open connection costs its database plus SQLite's parsed schema, page cache and
+prepared statements (2-5x the database itself). So a host keeps at most `max_open_instances` connections
+open per scenario (least recently used first out); an idle instance beyond that is *parked*: its
+database image is kept as bytes (none at all while it still equals the initial database) and reopened on
+its next call (~0.3 ms). Only instances between calls, with no open transaction, are parked.
+
 `MultiHost` holds several scenarios in one process (what a Ray host actor wraps). Both run every
 piece of generated code under the process's limits (`awm_rl.limits`): network refused, a deadline
 per call (soft: `CallTimeout` raised in the handler; hard: the watchdog exits the process), and a
@@ -29,6 +35,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +51,7 @@ log = logging.getLogger(__name__)
 ErrorKind = Literal["agent", "environment"]
 DEFAULT_CALL_TIMEOUT_S = 10.0
 DEFAULT_IMPORT_TIMEOUT_S = 60.0
+DEFAULT_OPEN_INSTANCES = 256  # open connections per scenario before idle instances are parked
 
 
 @dataclass(slots=True)
@@ -93,7 +101,7 @@ class UnknownInstanceError(KeyError):
 
 
 class _Instance:
-    __slots__ = ("id", "slot", "broken", "calls", "lock")
+    __slots__ = ("id", "slot", "broken", "calls", "lock", "image", "changes_at_open", "in_call")
 
     def __init__(self, instance_id: str):
         self.id = instance_id
@@ -101,6 +109,9 @@ class _Instance:
         self.slot = _Slot()
         self.broken: str | None = None  # set when a call had to be abandoned; cleared by reset()
         self.calls = 0
+        self.image: bytes | None = None  # the database while parked (None: the initial database)
+        self.changes_at_open = 0  # the connection's total_changes when it was opened or reset
+        self.in_call = 0  # calls running on the instance (never parked meanwhile)
 
 
 _watchdog: Watchdog | None = None
@@ -184,11 +195,14 @@ class ScenarioHost:
     """One scenario's env code, imported once, serving many instances (see module docstring)."""
 
     def __init__(self, scenario: str, code: str, initial_db: Path, *, source_path: str | None = None,
-                 call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S, import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S):
+                 call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S, import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S,
+                 max_open_instances: int = DEFAULT_OPEN_INSTANCES):
         t0 = time.perf_counter()
         c0 = time.process_time()
         self.scenario = scenario
         self.call_timeout_s = call_timeout_s
+        self.max_open_instances = max(1, max_open_instances)
+        self._open: OrderedDict[str, _Instance] = OrderedDict()  # instances with a connection, oldest use first
         self._ids = itertools.count(1)
         self._prefix = uuid.uuid4().hex[:8]
         self.instances: dict[str, _Instance] = {}
@@ -273,24 +287,58 @@ class ScenarioHost:
             raise UnknownInstanceError(f"instance {iid!r} is not hosted here (released, or its host restarted)")
         return inst
 
-    @staticmethod
-    def _close_instance(inst: _Instance) -> None:
+    def _close_instance(self, inst: _Instance) -> None:
+        """Close the connection and forget the database (the instance starts from the template again)."""
+        self._open.pop(inst.id, None)
+        inst.image = None
         if inst.slot.conn is not None:
             inst.slot.conn.really_close()
             inst.slot.conn = None
             inst.slot.record = None
 
     def _conn(self, inst: _Instance):
-        if inst.slot.conn is None:
-            inst.slot.conn = open_instance_db(self.template)
-        return inst.slot.conn
+        conn = inst.slot.conn
+        if conn is None:
+            conn = inst.slot.conn = open_instance_db(inst.image if inst.image is not None else self.template)
+            inst.changes_at_open = conn.total_changes
+            self._open[inst.id] = inst
+            if len(self._open) > self.max_open_instances:
+                self._park_idle(keep=inst)
+        else:
+            self._open.move_to_end(inst.id)
+        return conn
+
+    def _park_idle(self, keep: _Instance) -> None:
+        """Park the least recently used instances until at most `max_open_instances` are open."""
+        for _ in range(len(self._open)):
+            if len(self._open) <= self.max_open_instances:
+                return
+            iid, inst = next(iter(self._open.items()))
+            conn = inst.slot.conn
+            if inst is keep or inst.in_call or conn is None or conn.in_transaction:
+                self._open.move_to_end(iid)
+                continue
+            if conn.total_changes != inst.changes_at_open:
+                inst.image = conn.serialize()
+            del self._open[iid]
+            conn.really_close()
+            inst.slot.conn = None
+            inst.slot.record = None
+
+    def _image(self, inst: _Instance) -> bytes:
+        """The instance's database as it is now."""
+        if inst.slot.conn is not None:
+            return inst.slot.conn.serialize()
+        return inst.image if inst.image is not None else self.template
 
     def reset(self, iid: str) -> None:
         """Restore the initial database (an in-place copy of the template, ~0.1 ms)."""
         inst = self._get(iid)
+        inst.image = None
         if inst.slot.conn is not None:
             try:
                 inst.slot.conn.deserialize(self.template)
+                inst.changes_at_open = inst.slot.conn.total_changes
             except Exception:  # noqa: BLE001 - e.g. a statement left open: start from a fresh connection
                 self._close_instance(inst)
         inst.broken = None
@@ -313,14 +361,14 @@ class ScenarioHost:
             write_db_file(self.template, initial)
             self._initial_file = initial
         final = out_dir / f"{iid.replace(':', '.')}.final.db"
-        write_db_file(self._conn(inst) if inst.slot.conn is not None else self.template, final)
+        write_db_file(self._image(inst), final)
         return initial, final
 
     def snapshot_bytes(self, iid: str) -> tuple[str, bytes, str, bytes]:
         """(initial file name, its image, final file name, its image): `snapshot` for a worker that cannot
         write the caller's folder (an isolated host worker; its actor writes the files)."""
         inst = self._get(iid)
-        final = inst.slot.conn.serialize() if inst.slot.conn is not None else self.template
+        final = self._image(inst)
         return (f"{self.scenario}.{self._prefix}.initial.db", self.template,
                 f"{iid.replace(':', '.')}.final.db", final)
 
@@ -359,6 +407,7 @@ class ScenarioHost:
             return req
         self._conn(inst)
         inst.calls += 1
+        inst.in_call += 1
         token = current_slot.set(inst.slot)
         loop = self._loop
         task = None
@@ -406,6 +455,7 @@ class ScenarioHost:
             return req
         self._conn(inst)
         inst.calls += 1
+        inst.in_call += 1
         token = current_slot.set(inst.slot)
         timeout = self.call_timeout_s
         try:
@@ -443,6 +493,7 @@ class ScenarioHost:
     @staticmethod
     def _end_call(inst: _Instance) -> None:
         """Roll back what a handler left uncommitted (a leaked session), as the HTTP server's pool would."""
+        inst.in_call -= 1
         conn = inst.slot.conn
         if conn is not None and not conn.closed and conn.in_transaction:
             conn.rollback()
@@ -487,10 +538,12 @@ class MultiHost:
     """Several scenarios in one worker process, loaded on demand from an artifact-store root."""
 
     def __init__(self, store_root: Path | str, *, call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
-                 import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S):
+                 import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S,
+                 max_open_instances: int = DEFAULT_OPEN_INSTANCES):
         self.store_root = Path(store_root)
         self.call_timeout_s = call_timeout_s
         self.import_timeout_s = import_timeout_s
+        self.max_open_instances = max_open_instances
         self.hosts: dict[str, ScenarioHost] = {}
         self.load_errors: dict[str, str] = {}
         self.owner: dict[str, ScenarioHost] = {}  # instance id -> host
@@ -511,7 +564,8 @@ class MultiHost:
                 raise EnvLoadError(f"unknown scenario {scenario!r}: no folder {folder}")
             try:
                 host = ScenarioHost.from_dir(scenario, folder, call_timeout_s=self.call_timeout_s,
-                                             import_timeout_s=self.import_timeout_s)
+                                             import_timeout_s=self.import_timeout_s,
+                                             max_open_instances=self.max_open_instances)
             except EnvLoadError as exc:
                 self.load_errors[scenario] = str(exc)
                 raise
@@ -572,7 +626,10 @@ class MultiHost:
             "pid": self.pid, "incarnation": self.incarnation, "rss_mb": rss_bytes() / 2**20,
             "scenarios": {k: {"instances": len(h.instances), "cold_start_ms": h.cold_start_ms,
                               "cold_start_cpu_ms": h.cold_start_cpu_ms,
-                              "live_dbs": sum(1 for i in h.instances.values() if i.slot.conn is not None),
+                              "live_dbs": len(h._open),
+                              "parked_dbs": sum(1 for i in h.instances.values() if i.image is not None),
+                              "parked_kb": sum(len(i.image) for i in h.instances.values()
+                                               if i.image is not None) / 1024,
                               "template_kb": len(h.template) / 1024}
                           for k, h in self.hosts.items()},
             "load_errors": dict(self.load_errors),

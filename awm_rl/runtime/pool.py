@@ -194,6 +194,11 @@ def _wire(op: "Operation | tuple") -> tuple:
     return op.wire() if hasattr(op, "wire") else tuple(op)
 
 
+def _instance_of(op: tuple) -> str | None:
+    """The instance a wire operation acts on (None for create/load, which name a scenario)."""
+    return op[1] if op[0] in ("call", "reset", "open", "release", "snapshot") else None
+
+
 class _HostLink:
     """One host actor: its queue of pending operations and the task that batches them."""
 
@@ -206,6 +211,7 @@ class _HostLink:
         self.slots = asyncio.Semaphore(pool.max_inflight_batches)
         self.instances = 0  # acquired + ready instances placed here
         self.inflight_budget = 0.0  # summed time budgets of the batches sent and not yet answered
+        self.inflight_instances: dict[str, int] = {}  # instance id -> its operations in batches not yet answered
         self.task = asyncio.get_running_loop().create_task(self._dispatch())
 
     def put(self, op: "Operation | tuple", fut) -> None:
@@ -213,15 +219,35 @@ class _HostLink:
         self.wakeup.set()
 
     async def _dispatch(self) -> None:
+        """Send queued operations in batches, at most `max_inflight_batches` at a time. The host runs
+        concurrent batches in any order, so an operation on an instance that already has one in flight waits
+        for that batch's answer (and so do the instance's later ones): each instance sees its operations in
+        the order they were queued; other instances' operations go ahead meanwhile."""
         while True:
             if not self.queue:
                 self.wakeup.clear()
                 await self.wakeup.wait()
                 continue
             await self.slots.acquire()
-            batch = []
+            batch, waiting, held = [], [], set()
             while self.queue and len(batch) < self.pool.max_batch:
-                batch.append(self.queue.popleft())
+                item = self.queue.popleft()
+                iid = _instance_of(item[0])
+                if iid is not None and (iid in held or iid in self.inflight_instances):
+                    waiting.append(item)
+                    held.add(iid)
+                else:
+                    batch.append(item)
+            self.queue.extendleft(reversed(waiting))
+            if not batch:  # everything queued waits for an answer: the next one wakes this loop
+                self.slots.release()
+                self.wakeup.clear()
+                await self.wakeup.wait()
+                continue
+            for op, _ in batch:
+                iid = _instance_of(op)
+                if iid is not None:
+                    self.inflight_instances[iid] = self.inflight_instances.get(iid, 0) + 1
             asyncio.get_running_loop().create_task(self._send(batch))
 
     def _budget(self, ops: list) -> float:
@@ -250,6 +276,16 @@ class _HostLink:
         finally:
             self.inflight_budget -= budget
             self.slots.release()
+            for op in ops:
+                iid = _instance_of(op)
+                if iid is not None:
+                    left = self.inflight_instances[iid] - 1
+                    if left:
+                        self.inflight_instances[iid] = left
+                    else:
+                        del self.inflight_instances[iid]
+            if self.queue:
+                self.wakeup.set()
         for (_, fut), res in zip(batch, results):
             if not fut.done():
                 fut.set_result(res)
@@ -287,7 +323,8 @@ class EnvironmentPool:
                  max_batch: int = 64, max_inflight_batches: int = 2, batch_slack_s: float = 30.0,
                  acquire_timeout_s: float = 60.0, host_memory_mb: int | None = 6144,
                  host_rss_cap_mb: int | None = 8192, ray_address: str | None = None,
-                 snapshot_dir: Path | str | None = None, actor_options: dict[str, Any] | None = None):
+                 snapshot_dir: Path | str | None = None, actor_options: dict[str, Any] | None = None,
+                 max_open_instances: int | None = None):
         from awm_resources.store import ArtifactStore
         from awm_resources.ray_cluster import init_ray
         from awm_rl.runtime.actor import remote_host_class
@@ -316,8 +353,10 @@ class EnvironmentPool:
         # `actor_options` place the hosts, e.g. {"resources": {"cpu_worker": 0.01}} to keep them on CPU
         # nodes of a cluster whose CPU workers advertise that custom resource (GPU nodes do not).
         Actor = remote_host_class(**(actor_options or {}))
+        # `max_open_instances`: open instance databases per scenario and host before idle ones are parked
+        host_options = {} if max_open_instances is None else {"max_open_instances": max_open_instances}
         self._actors = [Actor.remote(str(self.store.root), call_timeout_s=call_timeout_s,
-                                     memory_mb=host_memory_mb, rss_cap_mb=host_rss_cap_mb)
+                                     memory_mb=host_memory_mb, rss_cap_mb=host_rss_cap_mb, **host_options)
                         for _ in range(num_hosts)]
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="awm-env-pool", daemon=True)
@@ -501,15 +540,31 @@ class EnvironmentPool:
         self._validate(scenario)
         return self._on_loop(self._acquire(scenario)).result()
 
+    async def _create_placed(self, scenario: str, n: int) -> list[list[tuple[int, str]]]:
+        """n instances placed as `_host_for` places one: on the scenario's hosts up to their share of the cap,
+        then on the next host; once the scenario runs on every host, the rest evenly (one create per host)."""
+        share = max(1, self.max_instances // max(len(self._links), 1))
+        parts, left = [], n
+        while left:
+            host = self._host_for(scenario)
+            if len(self._homes[scenario]) == len(self._links):
+                per_host = [left // len(self._links) + (1 if i < left % len(self._links) else 0)
+                            for i in range(len(self._links))]
+                parts += await asyncio.gather(*(self._create(scenario, k, host=i) for i, k in enumerate(per_host) if k))
+                break
+            k = min(left, max(1, share - self._links[host].instances))
+            parts.append(await self._create(scenario, k, host=host))
+            left -= k
+        return parts
+
     async def _acquire_many(self, scenario: str, n: int) -> list[InstanceHandle]:
-        """n instances, created in one operation per host (spread evenly), counted against the cap."""
+        """n instances, created in one operation per host they go to (see `_create_placed`), counted against the cap."""
         got_cap = 0
         try:
             for _ in range(n):
                 await asyncio.wait_for(self._cap.acquire(), self.acquire_timeout_s)
                 got_cap += 1
-            per_host = [n // len(self._links) + (1 if i < n % len(self._links) else 0) for i in range(len(self._links))]
-            parts = await asyncio.gather(*(self._create(scenario, k, host=i) for i, k in enumerate(per_host) if k))
+            parts = await self._create_placed(scenario, n)
         except asyncio.TimeoutError:
             for _ in range(got_cap):
                 self._cap.release()
