@@ -174,3 +174,26 @@ def test_typed_operations(one_host):
                                    CallOp(iid, "list_notes", {}), ReleaseOp(iid), ReleaseOp(created.result[1])])
     assert [t.ok for t in timed] == [True] * 6
     assert timed[1].wall_ms > 0 and "x" not in [n["text"] for n in json.loads(timed[3].result.text)["notes"]]
+
+
+def test_operations_on_one_instance_keep_their_order(one_host):
+    """The host runs concurrent batches in any order; the pool still delivers each instance's operations in the
+    order they were queued (a later read sees every earlier write), however the queue is cut into batches."""
+    handles = [one_host.acquire("notes_a") for _ in range(3)]
+    one_host.max_batch = 1  # one operation per batch, two batches in flight: the most reordering chances
+    try:
+        calls = []
+        for i in range(12):
+            for h in handles:
+                calls += [(h, "add_note", {"text": f"n{i}"}), (h, "list_notes", {})]
+        results = one_host.call_many(calls)
+        for k, ((h, tool, _), res) in enumerate(zip(calls, results)):
+            assert res.ok, res.text
+            if tool == "list_notes":
+                seen = [n["text"] for n in json.loads(res.text)["notes"]]
+                i = k // (2 * len(handles))
+                assert [t for t in seen if t.startswith("n")] == [f"n{j}" for j in range(i + 1)], (k, seen)
+    finally:
+        one_host.max_batch = 64
+        for h in handles:
+            one_host.release(h)
