@@ -17,9 +17,13 @@ isolation check can tell whose write landed where. A scenario without such a rea
 - reset_ms_p50: ours inside the host (and through Ray as pool_reset_ms_p50); baseline SQL rebuild.
 - call_ms_p50/p99: one call at a time from the client (ours through Ray; host_call_ms_* inside it).
 - throughput_calls_per_s: every workload instance runs its script concurrently.
-- memory: resident set of every process involved (ours: host actors plus Ray's own processes;
-  baseline: the server processes) plus database copies not already in a resident set (baseline
-  files); the baseline runs fewer instances and is extrapolated per instance, as the JSON says.
+- memory: resident set of every process involved (ours: host actors, their sandboxed scenario workers
+  and Ray's own processes; baseline: the server processes) plus database copies not already in a
+  resident set (baseline files); the baseline runs fewer instances and is extrapolated per instance,
+  as the JSON says. `total_mb` (the target) sums resident sets, which counts pages shared between
+  processes once per process; `pss_mb_total` splits them (what the processes use together), and
+  `memory_by_process` lists rss/pss/uss per process. Instances beyond a worker's open budget are parked
+  (`parked_databases`: their image only), so `db_mb_total` counts open and parked databases.
 """
 
 from __future__ import annotations
@@ -188,6 +192,29 @@ def _rss_mb(pids: list[int]) -> float:
     return total / 2**20
 
 
+def _memory_by_process(roles: dict[int, str]) -> list[dict[str, Any]]:
+    """rss / pss / uss (MB) per process with its role. PSS splits each shared page among the processes
+    that map it, so PSS totals add up to the memory actually used; RSS totals count shared pages (the
+    interpreter, libraries) once per process."""
+    import psutil
+
+    rows = []
+    for pid, role in roles.items():
+        try:
+            proc = psutil.Process(pid)
+            full = proc.memory_full_info()
+            args = proc.cmdline()
+        except psutil.Error:
+            continue
+        if role == "sandboxed":  # bubblewrap, its PID-1 helper, or the scenario worker it runs
+            worker = "awm_rl.runtime.actor" in args
+            role = (f"scenario worker {args[-1]}" if worker and os.path.basename(args[0]).startswith("python")
+                    else "bubblewrap" + (f" ({args[-1]})" if worker else ""))
+        rows.append({"pid": pid, "role": role, "rss_mb": round(full.rss / 2**20, 1),
+                     "pss_mb": round(full.pss / 2**20, 1), "uss_mb": round(full.uss / 2**20, 1)})
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------
 # ours
 def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, workload_instances: int,
@@ -206,9 +233,10 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
     out["os_isolation"] = sorted({str(st.get("isolation")) for st in pool.host_stats()})[0]
     try:
         # cold start: the first acquire of each scenario imports it on one host
-        cold, cold_cpu = {}, {}
+        cold, cold_cpu, home = {}, {}, {}
         for s in scenarios:
             h = pool.acquire(s)
+            home[s] = h.host  # host-level timings run there (a scenario's worker lives on its home hosts)
             cold[s] = round(pool.cold_start_ms(s), 1)
             cold_cpu[s] = round(pool.cold_start_ms(s, cpu=True), 1)
             pool.release(h)
@@ -233,23 +261,23 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
         # host-level create / reset (timed inside the host actor)
         creates, resets, host_wall, host_cpu = [], [], [], []
         for s in scenarios:
-            ids = pool.run_timed(0, [CreateOp(s, 1)])[0].result
+            ids = pool.run_timed(home[s], [CreateOp(s, 1)])[0].result
             for _ in range(20):
-                created = pool.run_timed(0, [CreateOp(s, 1)])[0]
+                created = pool.run_timed(home[s], [CreateOp(s, 1)])[0]
                 iid = created.result[0]
-                opened = pool.run_timed(0, [OpenOp(iid)])[0]
+                opened = pool.run_timed(home[s], [OpenOp(iid)])[0]
                 creates.append(created.wall_ms + opened.wall_ms)
                 w = scripts[s]["writes"][0] if scripts[s]["writes"] else None
                 ops = [CallOp(iid, w["tool"], {**w["args"], w["field"]: f"{MARK}-r"})] if w else []
-                timed = pool.run_timed(0, ops + [ResetOp(iid), ReleaseOp(iid)])
+                timed = pool.run_timed(home[s], ops + [ResetOp(iid), ReleaseOp(iid)])
                 resets.append(timed[-2].wall_ms)
             # read calls inside the host, wall clock and CPU time (the CPU time is what the call costs
             # when nothing else competes for the cores)
             reads = [CallOp(ids[0], r["tool"], r["args"]) for r in scripts[s]["reads"]] * 10
-            for timed_read in pool.run_timed(0, reads):
+            for timed_read in pool.run_timed(home[s], reads):
                 host_wall.append(timed_read.wall_ms)
                 host_cpu.append(timed_read.cpu_ms)
-            pool.run_timed(0, [ReleaseOp(ids[0])])
+            pool.run_timed(home[s], [ReleaseOp(ids[0])])
         out["create_ms_p50"] = _p50(creates)
         out["reset_ms_p50"] = _p50(resets)
         out["host_batch_call_ms_p50"] = _p50(host_wall)
@@ -308,10 +336,16 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
         out["rss_mb_ray_system"] = round(_rss_mb(system_pids), 1)
         out["rss_mb_driver"] = round(_rss_mb([os.getpid()]), 1)
         out["rss_mb_total"] = round(out["rss_mb_hosts"] + out["rss_mb_ray_system"], 1)
+        actors = {st["pid"] for st in stats if "pid" in st}
+        by_process = _memory_by_process({**{p: "host actor" if p in actors else "sandboxed" for p in host_pids},
+                                         **{p: f"ray {ray_procs[p]}" for p in system_pids}})
+        out["pss_mb_total"] = round(sum(r["pss_mb"] for r in by_process), 1)
+        out["memory_by_process"] = by_process
         live_dbs = sum(v["live_dbs"] for st in stats for v in st.get("scenarios", {}).values())
         out["live_databases"] = live_dbs
-        out["db_mb_total"] = round(sum(v["live_dbs"] * v["template_kb"] / 1024 for st in stats
-                                       for v in st.get("scenarios", {}).values()), 1)
+        out["parked_databases"] = sum(v.get("parked_dbs", 0) for st in stats for v in st.get("scenarios", {}).values())
+        out["db_mb_total"] = round(sum((v["live_dbs"] * v["template_kb"] + v.get("parked_kb", 0)) / 1024
+                                       for st in stats for v in st.get("scenarios", {}).values()), 1)
         out["db_in_rss"] = True
         out["total_mb"] = out["rss_mb_total"]
         out["mb_per_instance"] = round(out["total_mb"] / instances, 4)

@@ -31,6 +31,10 @@ def test_bench_serve_quick(corpus_store, tmp_path):
     ours, base = report["ours"], report["baseline"]
     assert ours["host_call_ms_p50"] > 0 and ours["workload_ok_calls"] == ours["workload_calls"] > 0
     assert ours["isolation"]["ok"], ours["isolation"]["problems"]
+    # memory per process: the host actors' sandboxed workers are in it, and PSS never exceeds RSS
+    assert ours["memory_by_process"] and 0 < ours["pss_mb_total"] <= ours["rss_mb_total"]
+    roles = {row["role"] for row in ours["memory_by_process"]}
+    assert {"host actor", "scenario worker rover", "scenario worker gofundme"} <= roles, roles
     assert set(report["scenarios"]) == {"rover", "gofundme"}
     assert base["instances"] == 2 and "extrapolated" in base["note"]
     assert set(report["ratios"]) >= {"cold_start_ms", "reset_ms_p50", "call_ms_p50", "mb_per_instance"}
