@@ -136,6 +136,7 @@ def build_resources() -> dict:
                            api_key=env_or("AWM_LLM_API_KEY"), replay_dir=env_or("AWM_REPLAY_DIR"),
                            record_dir=env_or("AWM_RECORD_DIR"), reasoning_effort=env_or("AWM_LLM_REASONING_EFFORT"),
                            max_tokens=dg.EnvVar.int("AWM_LLM_MAX_TOKENS") if os.environ.get("AWM_LLM_MAX_TOKENS") else None,
+                           timeout_s=float(os.environ.get("AWM_LLM_TIMEOUT_S") or 900.0),
                            stages=stage_settings_from_env()),
         # The judge of rollouts is configured apart from the synthesis LLM (code mode needs none).
         "judge_llm": LLMResource(model=env_or("AWM_JUDGE_MODEL", "replay"), api_base=env_or("AWM_JUDGE_API_BASE"),

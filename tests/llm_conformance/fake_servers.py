@@ -4,8 +4,9 @@ protocols over real HTTP, answering from the demo's recordings.
 The client names each call in the `X-AWM-Call: <scenario>/<recording name>` header, so the server
 serves exactly the recording the replay model would (`seeds/recordings/<scenario>/<stage>[.<item>].<attempt>.md`).
 Every request is kept (path, headers, JSON body) so tests assert on the parameters actually on the wire.
-Faults (status codes with headers, a slow answer, a truncated answer) are queued and consumed one per
-completion request, in order.
+Faults (status codes with headers, a slow answer, a truncated answer, a garbage answer) are queued and
+consumed one per completion request, in order; a fault with a `call` waits for that call (the others
+pass it by), so a fault can be placed in the middle of a whole synthesis batch.
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ JSON_TOOL_NAME = "json_tool_call"  # litellm's RESPONSE_FORMAT_TOOL_NAME for Ant
 
 @dataclass
 class Fault:
-    """One scripted misbehaviour: an HTTP error status (with headers), a delay before answering, or a cut answer."""
+    """One scripted misbehaviour: an HTTP error status (with headers), a delay before answering, a cut answer,
+    or `answer` instead of the recording; for the request naming `call` only, when given."""
 
     status: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     sleep_s: float = 0.0
     truncate: bool = False
+    answer: str | None = None
+    call: str | None = None
 
 
 @dataclass
@@ -69,13 +73,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, _embeddings_answer(body))
         if protocol is None:
             return self._send(404, {"error": {"message": f"no such route {path}", "type": "not_found"}})
-        fault = fake._next_fault()
+        call = unquote(self.headers.get(CALL_HEADER, ""))
+        fault = fake._next_fault(call)
         if fault and fault.sleep_s:
             time.sleep(fault.sleep_s)
         if fault and fault.status:
             return self._send(fault.status, _error_body(protocol, fault.status), fault.headers)
-        call = unquote(self.headers.get(CALL_HEADER, ""))
-        text = fake.answer_for(call)
+        text = fault.answer if fault and fault.answer is not None else fake.answer_for(call)
         if text is None:
             return self._send(404, _error_body(protocol, 404, f"no recording for call {call!r}"))
         truncated = bool(fault and fault.truncate)
@@ -146,9 +150,13 @@ class FakeLLMServer:
         with self._lock:
             self.requests.append(received)
 
-    def _next_fault(self) -> Fault | None:
+    def _next_fault(self, call: str) -> Fault | None:
         with self._lock:
-            return self.faults.popleft() if self.faults else None
+            for fault in self.faults:
+                if fault.call is None or fault.call == call:
+                    self.faults.remove(fault)
+                    return fault
+            return None
 
 
 # -- wire formats -----------------------------------------------------------------------------------
