@@ -3,8 +3,8 @@
 
 import dagster as dg
 
-from awm_resources.store import PIPELINE_STAGES, atomic_write_json
-from awm_assets.quality_assets import catalog_refresh_condition
+from awm_resources.store import atomic_write_json
+from awm_assets.quality_assets import catalog_refresh_condition, every_stage_partition
 from awm_assets.resources import StoreResource
 from awm_assets.ui_tables import asset_link, records_table
 
@@ -14,8 +14,7 @@ CATALOG_FILE = "catalog.json"
 
 
 @dg.asset(
-    deps=[*(dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES),
-          "environment_quality"],
+    deps=[*every_stage_partition(), "environment_quality"],
     automation_condition=catalog_refresh_condition(),
     group_name="catalog",
     kinds={"json"},

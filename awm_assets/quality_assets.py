@@ -15,6 +15,11 @@ from awm_assets.synthesis.catalog import complete_scenarios
 QUALITY_SUMMARY_FILE = "quality_summary.json"
 
 
+def every_stage_partition() -> list[dg.AssetDep]:
+    """Every scenario partition of every synthesis stage: what the catalog-group assets summarize."""
+    return [dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES]
+
+
 def catalog_refresh_condition() -> dg.AutomationCondition:
     """When `environment_quality`, `environment_catalog` and `synthesis_statistics` refresh themselves
     (evaluated by `catalog_automation` in sensors.py; replaces the old run-status sensor).
@@ -93,7 +98,7 @@ def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: Stor
 
 
 @dg.asset(
-    deps=[dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES],
+    deps=every_stage_partition(),
     automation_condition=catalog_refresh_condition(),
     group_name="catalog",
     kinds={"json"},

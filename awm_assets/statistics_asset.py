@@ -2,9 +2,9 @@
 
 import dagster as dg
 
-from awm_resources.store import PIPELINE_STAGES, atomic_write_json
+from awm_resources.store import atomic_write_json
 
-from awm_assets.quality_assets import catalog_refresh_condition
+from awm_assets.quality_assets import catalog_refresh_condition, every_stage_partition
 from awm_assets.resources import StoreResource
 from awm_assets.synthesis.statistics import synthesis_statistics
 from awm_assets.ui_tables import records_table
@@ -16,7 +16,7 @@ COLUMNS = ["batch", "stage", "scenarios", "succeeded", "degraded", "failed", "im
 
 @dg.asset(
     name="synthesis_statistics",
-    deps=[dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES],
+    deps=every_stage_partition(),
     automation_condition=catalog_refresh_condition(),
     group_name="catalog",
     kinds={"json"},
