@@ -20,7 +20,7 @@ def test_errors_are_verbatim_in_code_blocks():
 def test_cuts_are_said():
     text = "a" * 5000 + "END"
     block = fenced(text, limit=1000)
-    assert "characters omitted" in block and block.rstrip("`").rstrip().endswith("END")
+    assert "chars omitted" in block and block.rstrip("`").rstrip().endswith("END")
     prompt = last_prompt([{"prompts": {"_": [{"role": "user", "content": text}]}}], limit=1000)
     assert prompt.startswith("Prompt (5003 characters, shown cut to 1000)")
 

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from awm_resources.llm import quote
 from awm_resources.sqlite_build import table_heads
 from awm_resources.store import ArtifactStore
 
@@ -73,10 +74,7 @@ def sample_rows(db_path, per_table: int = 3, max_columns: int = 8) -> str:
 def fenced(text: Any, lang: str = "text", limit: int = 4000) -> str:
     """`text` verbatim in a code block (so `<module>`, `__dict__` and tracebacks survive Markdown), cut to
     `limit` characters with the cut said, the fence longer than any backtick run inside."""
-    text = str(text)
-    if len(text) > limit:
-        head, tail = text[: limit * 2 // 3], text[-(limit // 3):]
-        text = f"{head}\n[... {len(text) - len(head) - len(tail)} characters omitted ...]\n{tail}"
+    text = quote(str(text), head=limit * 2 // 3, tail=limit // 3)
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text}\n{fence}"

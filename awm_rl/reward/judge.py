@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from awm_resources.llm import quote
 from awm_rl.agent.episode import Episode, JudgeVerdict
 from awm_rl.reward.tasks import CODE_FUNCTION, TaskRecord
 from awm_rl.verification import VerifierJob, VerifierOutcome, run_verifiers
@@ -51,10 +52,9 @@ after the episode, and the criteria for reading it. Trust the database evidence 
 
 
 def trim(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
+    """At most about `limit` characters: the start and the end, the cut said."""
     half = max(limit // 2 - 20, 0)
-    return f"{text[:half]} [... {len(text) - 2 * half} chars omitted ...] {text[-half:]}"
+    return quote(text, head=half, tail=half)
 
 
 def render_trajectory(episode: Episode, max_chars: int = 24_000, per_message: int = 1_500) -> str:
