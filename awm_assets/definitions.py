@@ -12,7 +12,7 @@ from awm_assets.repair_job import repair_environment
 from awm_assets.resources import build_resources
 from awm_assets.scenario_assets import scenario_generation
 from awm_assets.statistics_asset import synthesis_statistics_asset
-from awm_assets.sensors import catalog_automation, new_scenario_sensor, seed_batch_sensor
+from awm_assets.sensors import catalog_automation, new_scenario_sensor, run_worker_watchdog, seed_batch_sensor
 from awm_assets.stage_assets import build_stage_assets
 from awm_assets.training import grpo_training, training_job, training_schedule
 
@@ -24,7 +24,7 @@ defs = dg.Definitions(
     asset_checks=[environment_quality_gate],
     jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job, repair_environment, training_job],
     schedules=[training_schedule],
-    sensors=[seed_batch_sensor, new_scenario_sensor, catalog_automation],
+    sensors=[seed_batch_sensor, new_scenario_sensor, catalog_automation, run_worker_watchdog],
     resources=build_resources(),
     executor=default_executor(),  # None locally (Dagster's default); dagster-ray's with AWM_EXECUTOR=ray
 )

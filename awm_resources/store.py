@@ -3,7 +3,8 @@
 Stages write their artifacts here (never through an IO manager) so that the Dagster UI, the CLI, the
 runtime and the trainer all read the same files. A write goes to a temp file in the same folder and is
 renamed into place, so a crash mid-write never leaves a half-written artifact, and a failed stage never
-touches what an earlier successful one stored.
+touches what an earlier successful one stored. A temp file names its writer (host and pid); the next write of
+the same file removes those whose writer died mid-write (SIGKILL skips every cleanup).
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+import psutil
 
 from awm_resources.names import normalize_scenario_name
 
@@ -40,10 +44,37 @@ def default_home() -> Path:
     return Path(os.environ.get("AWM_HOME") or PROJECT_ROOT / ".awm_home").resolve()
 
 
+HOST = socket.gethostname()
+
+
+def process_alive(pid: int, since: float) -> bool:
+    """Process `pid` of this host runs (not a zombie) and existed at `since` (is not a later one reusing the pid)."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= since + 1
+    except psutil.Error:
+        return False
+
+
+def _temp_file(path: Path) -> tuple[int, str]:
+    """A temp file beside `path` named after its writer, once the temp files of dead writers of `path` are gone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = f".{path.name}.{HOST}-"
+    for name in os.listdir(path.parent):
+        pid = name[len(head):].split(".", 1)[0] if name.startswith(head) and ".tmp" in name else ""
+        if pid.isdigit():
+            stale = path.parent / name
+            try:
+                if not process_alive(int(pid), stale.stat().st_mtime):
+                    stale.unlink()
+            except FileNotFoundError:
+                pass
+    return tempfile.mkstemp(prefix=f"{head}{os.getpid()}.", suffix=".tmp", dir=path.parent)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` via a temp file in the same folder + fsync + rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_file(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -66,8 +97,7 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temp path to build a file in (e.g. a SQLite database); renamed onto `path` on success."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_file(path)
     os.close(fd)
     tmp_path = Path(tmp)
     tmp_path.unlink()
