@@ -13,7 +13,9 @@ exits. Whatever a verifier patches (this module's functions, the audit hook's st
 dies with its child, so no verifier can change another's verdict; after each job every other
 process the child left behind is killed before the next job starts. The zygote is not dumpable
 (no ptrace, no /proc/<pid>/mem or fd access from the children) and under root without a user
-namespace it drops to `nobody` (file permissions then protect the project).
+namespace it drops to `nobody` (file permissions then protect the project). In the sandbox it first
+applies the seccomp filter of `awm_rl/runtime/seccomp.py` (stdlib only, loaded by path), which every job
+inherits, or exits.
 """
 
 from __future__ import annotations
@@ -495,7 +497,28 @@ def _children() -> list[int]:
     return out
 
 
+def _enforce_seccomp() -> None:
+    """In the sandbox (AWM_SECCOMP=1): the seccomp filter of `awm_rl/runtime/seccomp.py` (loaded by path:
+    this worker imports no project package), before anything else; it exits if the filter cannot be applied."""
+    if os.environ.get("AWM_SECCOMP") != "1":
+        return
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "seccomp.py")
+    try:
+        spec = importlib.util.spec_from_file_location("_awm_seccomp", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except (OSError, ImportError, AttributeError) as exc:
+        sys.stderr.write(f"awm verifier worker: cannot load the seccomp filter from {path} ({exc}); "
+                         "refusing to run verifiers without it\n")
+        sys.stderr.flush()
+        os._exit(71)
+    module.enforce_in_sandbox()  # applies it or exits
+
+
 def main() -> None:
+    _enforce_seccomp()
     memory_mb = int(sys.argv[1])
     cpu_budget_s = int(sys.argv[2])
     own_pid_namespace = len(sys.argv) > 3 and sys.argv[3] == "own-pid-namespace"

@@ -5,7 +5,7 @@ evidence for the judge) or `verify_task_completion(initial_db_path, final_db_pat
 final_answer=None) -> {"result": "complete" | "others"}` (code mode). It runs in a fresh
 interpreter (`awm_rl/_verifier_worker.py`, stdlib only, clean environment) inside bubblewrap
 (`awm_rl.runtime.sandbox`: no network, own PID namespace, read-only system and worker code, nothing
-writable, uid nobody; Python-level guards only when bubblewrap is unavailable, see
+writable, uid nobody, a seccomp filter; Python-level guards only when bubblewrap is unavailable, see
 `isolation_level()`), with RLIMIT_CPU, RLIMIT_AS and RLIMIT_FSIZE=0, a wall-clock timeout enforced
 from here, an import allow-list, an audit hook refusing writes, processes, network and other
 databases, on private read-only copies of the two databases made for each verifier. Errors come
@@ -37,7 +37,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandbox_available, sandboxed_command, spawn
+from awm_rl.runtime.sandbox import (isolation_level, returncode_signal, sandbox_available, sandboxed_command,
+                                    seccomp_level, spawn)
 
 # The import allow-list lives in the worker script (ALLOWED_IMPORTS there): it runs stdlib-only.
 WORKER_SCRIPT = Path(__file__).with_name("_verifier_worker.py")
@@ -79,6 +80,7 @@ class VerifierOutcome(BaseModel):
     elapsed_ms: float = 0.0
     output: str | None = Field(default=None, description="what the verifier printed (tail)")
     isolation: str | None = Field(default=None, description="OS isolation the verifier ran under")
+    seccomp: str | None = Field(default=None, description="seccomp filter of the verifier's worker, or 'off: <reason>'")
 
 
 def run_verifier(
@@ -150,6 +152,7 @@ class VerifierSandbox:
         self._copy_seq = 0
         self.workers_started = 0
         self.isolation = isolation_level()
+        self.seccomp = seccomp_level()
 
     def __enter__(self) -> VerifierSandbox:
         return self
@@ -185,6 +188,7 @@ class VerifierSandbox:
             self._stop_worker()
         outcome = _to_outcome(job.function, reply)
         outcome.isolation = self.isolation
+        outcome.seccomp = self.seccomp
         return outcome
 
     def _exchange(self, job: VerifierJob, initial_copy: Path, final_copy: Path) -> dict:

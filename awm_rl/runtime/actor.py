@@ -569,7 +569,12 @@ def _write_snapshot(res: Any, out_dir: Path) -> Any:
 
 def _serve_worker(store_root: str, options: dict[str, Any], scenario: str) -> int:
     """One scenario's isolated worker: an in-process `EnvHost` that imports `scenario`, says it is
-    ready (with the load info, or the load error), then answers one JSON batch at a time."""
+    ready (with the load info, or the load error), then answers one JSON batch at a time. In the sandbox
+    it first applies the seccomp filter (or exits), and reports it in its ready and stats answers."""
+    from awm_rl.runtime.seccomp import enforce_in_sandbox
+
+    seccomp = enforce_in_sandbox()  # before the scenario's code is imported
+
     from awm_rl.runtime.envcode import EnvLoadError
 
     protocol_in = os.fdopen(os.dup(0), "rb")
@@ -579,9 +584,10 @@ def _serve_worker(store_root: str, options: dict[str, Any], scenario: str) -> in
     os.dup2(2, 1)  # what generated code prints goes to the log, never into the protocol
     host = EnvHost(store_root, isolate=False, **options)
     try:
-        ready: dict[str, Any] = {"ready": True, "pid": os.getpid(), "load": host.host.load(scenario)}
+        ready: dict[str, Any] = {"ready": True, "pid": os.getpid(), "load": host.host.load(scenario),
+                                 "seccomp": seccomp}
     except EnvLoadError as exc:
-        ready = {"ready": True, "pid": os.getpid(), "load_error": str(exc)}
+        ready = {"ready": True, "pid": os.getpid(), "load_error": str(exc), "seccomp": seccomp}
     protocol_out.write(_encode(ready))
     protocol_out.flush()
     if "load_error" in ready:
@@ -598,6 +604,8 @@ def _serve_worker(store_root: str, options: dict[str, Any], scenario: str) -> in
             answer = host.run_batch_timed(ops)
         elif method == "stats":
             answer = host.stats()
+            for entry in (answer.get("scenarios") or {}).values():
+                entry["seccomp"] = seccomp  # host_stats(): each scenario's worker says how it is filtered
         elif method == "info":
             answer = host.info()
         else:

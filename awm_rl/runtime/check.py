@@ -4,9 +4,9 @@
 accept an attempt (paper: "it imports, starts, answers a health check and lists every tool"). The
 code runs in `python -m awm_rl.runtime.check` (a fresh interpreter in its own process group, inside
 bubblewrap where available: no network, its own PID namespace, a read-only system, writable only its
-temporary folder and the snapshot folder, a clean environment, uid nobody; see
-`awm_rl.runtime.sandbox`; `EnvCodeCheck.isolation` says which) against a copy of the initial database,
-with the network refused, an address-space cap and a deadline; the parent kills the whole group (the
+temporary folder and the snapshot folder, a clean environment, uid nobody, a seccomp filter; see
+`awm_rl.runtime.sandbox`; `EnvCodeCheck.isolation` and `.seccomp` say which) against a copy of the initial
+database, with the network refused, an address-space cap and a deadline; the parent kills the whole group (the
 sandbox's PID namespace with it) when the deadline passes. Code that hangs at import, calls `sys.exit`
 or `os._exit`, segfaults or allocates without bound yields `ok=False` and a clear `error`; the
 temporary folder is always removed.
@@ -46,7 +46,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from awm_rl.limits import untrusted_env
-from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandboxed_command, spawn
+from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandboxed_command, seccomp_level, spawn
 
 # Interpreter start plus FastAPI/SQLAlchemy/pydantic imports on a busy 2-core machine.
 STARTUP_ALLOWANCE_S = 20.0
@@ -73,6 +73,9 @@ class EnvCodeCheck(BaseModel):
         default=None, description="task_idx -> reference-solution run: calls with status, final database file")
     isolation: str | None = Field(
         default=None, description="OS isolation the check ran under: 'bubblewrap' or 'none: <reason>'")
+    seccomp: str | None = Field(
+        default=None, description="seccomp filter of the check's worker: 'seccomp: N syscalls denied ...' or "
+                                  "'off: <reason>'")
     module_state: str | None = Field(
         default=None, description="module-level mutable state found (why the environment was rejected)")
 
@@ -94,6 +97,7 @@ def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | N
     result = _check_env_code(code, initial_db, expected_tools=expected_tools, timeout_s=timeout_s,
                              memory_mb=memory_mb, probe=probe, solutions=solutions, snapshot_dir=snapshot_dir)
     result.isolation = isolation_level()
+    result.seccomp = seccomp_level()
     return result
 
 
@@ -392,4 +396,7 @@ def _template_facts(host: Any, work: Path):
 
 
 if __name__ == "__main__":
+    from awm_rl.runtime.seccomp import enforce_in_sandbox
+
+    enforce_in_sandbox()  # in the sandbox: the seccomp filter before the generated code is imported, or exit
     sys.exit(_worker(Path(sys.argv[1])))

@@ -123,6 +123,10 @@ def bench_serve_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    if "--listen-fd" in sys.argv:  # `awm serve` re-executed in the sandbox: the filter before the scenario loads
+        from awm_rl.runtime.seccomp import enforce_in_sandbox
+
+        enforce_in_sandbox()  # applies it (AWM_SECCOMP=1, set by the sandbox) or exits
     commands = {"serve": serve_main, "bench-serve": bench_serve_main}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(f"usage: python -m awm_rl.runtime.commands {{{'|'.join(commands)}}} ...", file=sys.stderr)

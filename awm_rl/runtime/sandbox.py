@@ -13,13 +13,20 @@
 - with an empty `/tmp` (tmpfs) and only the given folders writable (its scratch, its databases),
 - with a clean environment (`--clearenv`, then only what the caller passes; `bwrap` itself is
   started with a minimal environment, because its PID-1 helper's `/proc/1/environ` is readable inside),
-- as `nobody` (65534) in a new user namespace with no capabilities.
+- as `nobody` (65534) in a new user namespace with no capabilities, which cannot create further user
+  namespaces (`--disable-userns`, bubblewrap 0.8+; left out when this bwrap lacks it),
+- under a seccomp filter (`awm_rl.runtime.seccomp`: ptrace, mount, namespaces, keyrings, bpf, io_uring,
+  perf events... denied): `sandboxed_command` sets `AWM_SECCOMP=1` and the worker's entry point applies it
+  before it imports or runs generated code, or exits rather than run unfiltered.
 
 Availability is detected once (bwrap is on PATH and a trivial sandboxed interpreter starts).
 `isolation_level()` says what is in force: "bubblewrap", or "none: <reason>" when bubblewrap is
 unavailable (a loud warning is logged once and callers fall back to their Python-level guards in
 `awm_rl.limits`, which stay on as defence in depth in both cases). `AWM_SANDBOX=off` turns it off
 on purpose (debugging). Callers report the level (check results, `awm bench serve`).
+`seccomp_level()` says whether the workers filter themselves: "seccomp: N syscalls denied ... (arch)", or
+"off: <reason>" (no sandbox, an unsupported architecture, `AWM_SECCOMP=off` for debugging); the detection
+probe applies the filter once inside bubblewrap to find out.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +60,8 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezon
               "alternatives")
 # What bwrap itself is started with: its PID-1 helper keeps this environment and it is readable inside.
 _LAUNCH_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+_OFF = ("off", "0", "none", "false", "no")
+_SECCOMP_MODULE = Path(__file__).with_name("seccomp.py")
 
 
 def bwrap_path() -> str | None:
@@ -91,11 +100,13 @@ def _readonly_paths(extra: Iterable[Path] = ()) -> list[Path]:
     return sorted(roots)
 
 
-def _base_args(*, user_ns: bool) -> list[str]:
+def _base_args(*, user_ns: bool, disable_userns: bool = False) -> list[str]:
     args = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
             "--new-session", "--clearenv"]
     if user_ns:
         args += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY)]
+        if disable_userns:
+            args.append("--disable-userns")  # no nested user namespace (bubblewrap 0.8+)
     else:
         args += ["--cap-drop", "ALL"]
     for d in _SYSTEM_DIRS:
@@ -113,9 +124,9 @@ def _base_args(*, user_ns: bool) -> list[str]:
 
 def build_command(argv: Sequence[str], *, writable: Iterable[Path] = (), readable: Iterable[Path] = (),
                   env: Mapping[str, str] | None = None, cwd: Path | None = None, user_ns: bool = True,
-                  bwrap: str | None = None) -> list[str]:
+                  disable_userns: bool = False, bwrap: str | None = None) -> list[str]:
     """The bwrap command line for `argv` (no availability check; see `sandboxed_command`)."""
-    args = [bwrap or bwrap_path() or "bwrap", *_base_args(user_ns=user_ns)]
+    args = [bwrap or bwrap_path() or "bwrap", *_base_args(user_ns=user_ns, disable_userns=disable_userns)]
     readable = list(readable)
     for entry in (env or {}).get("PYTHONPATH", "").split(os.pathsep):
         # A project root on PYTHONPATH is not exposed (its .env, its data): its packages are, below.
@@ -135,27 +146,62 @@ def build_command(argv: Sequence[str], *, writable: Iterable[Path] = (), readabl
     return [*args, "--", *argv]
 
 
+class _Detected(NamedTuple):
+    level: str  # what isolation_level() says
+    user_ns: bool  # a user namespace is usable
+    disable_userns: bool  # bwrap's --disable-userns works here
+    seccomp: str  # what seccomp_level() says
+
+
+# The probe: uid nobody in a user namespace (else any uid), then the seccomp filter applied and its
+# status printed (the filter module loaded by path: the probe interpreter runs with -I -S).
+_PROBE = """import os, sys
+if {check_uid} and os.getuid() != {nobody}:
+    sys.exit(3)
+if {seccomp}:
+    try:
+        import importlib.util as u
+        spec = u.spec_from_file_location("awm_seccomp_probe", {module!r})
+        m = u.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        print(m.try_apply())
+    except BaseException as exc:  # a problem of the filter never counts against bubblewrap
+        print("off: the probe could not load the filter: %r" % (exc,))
+"""
+
+
 @functools.lru_cache(maxsize=1)
-def _detect() -> tuple[str, bool]:
-    """(level, user namespace usable); runs a trivial sandboxed interpreter once per process."""
-    if os.environ.get("AWM_SANDBOX", "").lower() in ("off", "0", "none", "false", "no"):
-        return "none: disabled by AWM_SANDBOX=off", False
+def _detect() -> _Detected:
+    """Runs a trivial sandboxed interpreter once per process: with a user namespace and
+    --disable-userns, then without the flag (an older bwrap), then without a user namespace."""
+    if os.environ.get("AWM_SANDBOX", "").lower() in _OFF:
+        return _Detected("none: disabled by AWM_SANDBOX=off", False, False, "off: no sandbox (AWM_SANDBOX=off)")
     bwrap = bwrap_path()
     if bwrap is None:
-        return f"none: bwrap not found ({INSTALL_HINT})", False
-    probe = [sys.executable, "-I", "-S", "-c", "import os, sys; sys.exit(0 if os.getuid() == %d else 3)" % NOBODY]
+        return _Detected(f"none: bwrap not found ({INSTALL_HINT})", False, False, "off: no sandbox (bwrap not found)")
+    want_seccomp = os.environ.get("AWM_SECCOMP", "").lower() not in _OFF
     reasons = []
-    for user_ns in (True, False):
-        cmd = build_command(probe if user_ns else probe[:-1] + ["pass"], user_ns=user_ns, bwrap=bwrap)
+    for user_ns, disable_userns in ((True, True), (True, False), (False, False)):
+        code = _PROBE.format(check_uid=user_ns, nobody=NOBODY, seccomp=want_seccomp, module=str(_SECCOMP_MODULE))
+        cmd = build_command([sys.executable, "-I", "-S", "-c", code], user_ns=user_ns,
+                            disable_userns=disable_userns, bwrap=bwrap)
         try:
             done = subprocess.run(cmd, env=_LAUNCH_ENV, capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as exc:
             reasons.append(f"{type(exc).__name__}: {exc}")
             continue
         if done.returncode == 0:
-            return (BUBBLEWRAP if user_ns else f"{BUBBLEWRAP} (no user namespace: {reasons[-1]})"), user_ns
+            lines = done.stdout.strip().splitlines()
+            seccomp = (lines[-1] if lines else "off: the probe reported nothing") if want_seccomp \
+                else "off: disabled by AWM_SECCOMP=off"
+            if user_ns and not disable_userns:
+                log.info("bubblewrap: --disable-userns unusable here (%s); nested user namespaces are denied by "
+                         "the seccomp filter only", reasons[-1])
+            level = BUBBLEWRAP if user_ns else f"{BUBBLEWRAP} (no user namespace: {reasons[-1]})"
+            return _Detected(level, user_ns, disable_userns, seccomp)
         reasons.append((done.stderr.strip() or f"exit status {done.returncode}")[:300])
-    return f"none: bwrap does not start here ({'; '.join(reasons)})", False
+    return _Detected(f"none: bwrap does not start here ({'; '.join(reasons)})", False, False,
+                     "off: no sandbox (bwrap does not start)")
 
 
 _warned = False
@@ -164,7 +210,7 @@ _warned = False
 def isolation_level() -> str:
     """"bubblewrap" (full isolation), "bubblewrap (no user namespace: ...)", or "none: <reason>"."""
     global _warned
-    level, _ = _detect()
+    level = _detect().level
     if level.startswith("none") and not _warned:
         _warned = True
         log.warning("!!! OS ISOLATION IS OFF (%s): generated code runs with Python-level guards only; "
@@ -177,20 +223,36 @@ def sandbox_available() -> bool:
     return isolation_level().startswith(BUBBLEWRAP)
 
 
+_seccomp_warned = False
+
+
+def seccomp_level() -> str:
+    """What sandboxed workers apply to themselves: "seccomp: N syscalls denied, ... (arch)" or "off: <reason>"."""
+    global _seccomp_warned
+    level = _detect().seccomp
+    if level.startswith("off") and sandbox_available() and not _seccomp_warned:
+        _seccomp_warned = True
+        log.warning("seccomp filter is off inside the sandbox (%s): bubblewrap alone contains generated code", level)
+    return level
+
+
 def sandboxed_command(argv: Sequence[str], *, writable: Iterable[Path] = (), readable: Iterable[Path] = (),
                       env: Mapping[str, str] | None = None, cwd: Path | None = None,
                       ) -> tuple[list[str], dict[str, str]]:
     """(command line, environment to start it with) for a worker running generated code.
 
-    With bubblewrap, `env` is set inside the sandbox only and the launcher gets a minimal environment;
-    without it (see `isolation_level()`), `argv` and `env` come back unchanged.
+    With bubblewrap, `env` is set inside the sandbox only (plus `AWM_SECCOMP=1` when the seccomp filter
+    works here: the worker's entry point must call `awm_rl.runtime.seccomp.enforce_in_sandbox()` first) and
+    the launcher gets a minimal environment; without it (see `isolation_level()`), `argv` and `env` come back unchanged.
     """
     env = dict(env or {})
     if not sandbox_available():
         return list(argv), env
-    _, user_ns = _detect()
-    return build_command(argv, writable=writable, readable=readable, env=env, cwd=cwd, user_ns=user_ns), \
-        dict(_LAUNCH_ENV)
+    found = _detect()
+    if seccomp_level().startswith("seccomp"):
+        env["AWM_SECCOMP"] = "1"  # the entry point applies the filter (awm_rl.runtime.seccomp) or exits
+    return build_command(argv, writable=writable, readable=readable, env=env, cwd=cwd, user_ns=found.user_ns,
+                         disable_userns=found.disable_userns), dict(_LAUNCH_ENV)
 
 
 def returncode_signal(rc: int | None) -> int | None:
