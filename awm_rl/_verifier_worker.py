@@ -395,6 +395,7 @@ def _run_in_child(request: dict, private_fds: list[int]) -> dict:
     expected: int | None = None
     status: int | None = None
     over = None  # "time" or "size"
+    stopped: int | None = None  # the signal that stopped a child that made itself traced (ptrace TRACEME)
     try:
         while True:
             if expected is None and len(buffer) >= 8:
@@ -419,7 +420,10 @@ def _run_in_child(request: dict, private_fds: list[int]) -> dict:
             if exited:
                 break  # the child is gone and nothing more is buffered
             done, wait_status = os.waitpid(pid, os.WNOHANG)
-            if done:
+            if done and os.WIFSTOPPED(wait_status):  # traced by us (it asked to be) and stopped: end it
+                stopped = os.WSTOPSIG(wait_status)
+                os.kill(pid, signal.SIGKILL)
+            elif done:
                 status = wait_status
     finally:
         os.close(read_fd)
@@ -430,6 +434,13 @@ def _run_in_child(request: dict, private_fds: list[int]) -> dict:
             except ProcessLookupError:
                 pass
         _, status = os.waitpid(pid, 0)
+        while os.WIFSTOPPED(status):
+            stopped = os.WSTOPSIG(status)
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+    if stopped is not None:
+        return {"error_kind": "crash", "error": f"verifier process made itself traced (ptrace) and stopped on "
+                                                f"signal {stopped}; it was killed"}
     if over == "time":
         return {"error_kind": "timeout",
                 "error": f"verifier exceeded its time limit of {timeout_s:g}s (its process was killed)"}

@@ -215,3 +215,30 @@ return {{"status": status}}
     assert dbs[0].read_bytes() == before
     assert run_verifier(HONEST, *dbs).verdict == "others"
     del outcome
+
+
+def test_a_verifier_that_makes_itself_traced_is_killed_not_the_worker(dbs, monkeypatch):
+    """Without the seccomp filter (which denies ptrace) a verifier can ptrace(TRACEME) and stop on a signal:
+    the worker reports it and kills it, and goes on serving the next verifier."""
+    from awm_rl.runtime import sandbox
+
+    attack = hostile('''
+ctypes = real_import("ctypes")
+signal = real_import("signal")
+rc = ctypes.CDLL(None, use_errno=True).ptrace(0, 0, None, None)  # PTRACE_TRACEME
+os.kill(os.getpid(), signal.SIGUSR1)  # a traced process stops on any signal
+return {"traced": rc == 0}
+''')
+    with monkeypatch.context() as m:
+        m.setenv("AWM_SECCOMP", "off")
+        sandbox._detect.cache_clear()
+        try:
+            with VerifierSandbox(timeout_s=5) as box:
+                first = box.run(VerifierJob(code=attack, initial_db=dbs[0], final_db=dbs[1], function="verify_task"))
+                after = box.run(_honest_jobs(dbs, 1)[0])
+                assert box.workers_started == 1
+        finally:
+            sandbox._detect.cache_clear()
+    assert first.seccomp.startswith("off")
+    assert first.error_kind == "crash" and "made itself traced" in first.error, first
+    assert after.verdict == "others"
