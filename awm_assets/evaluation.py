@@ -46,6 +46,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
     judge = Judge(config.judge_mode, llm=judge_llm.get_client() if config.judge_mode != "code" else None)  # type: ignore[arg-type]
     out_dir = st.root / "evaluations" / f"{time.strftime('%Y%m%d-%H%M%S')}-{context.run.run_id[:8]}"
     with EnvironmentPool(st.root) as pool:
+        isolation = pool.isolation()
         report = evaluate(st, pool, policy, judge, out_dir=out_dir, tasks_per_env=config.tasks_per_env,
                           window=None if config.window < 0 else config.window, max_turns=config.max_turns,
                           concurrency=config.concurrency)
@@ -56,6 +57,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
     buckets = [{"tool calls required": name, **report.per_bucket[name]} for name in sorted(report.per_bucket, key=bucket_order)]
     return dg.MaterializeResult(metadata={
         "policy": policy.name, "judge_mode": config.judge_mode, "episodes": report.episodes,
+        "os_isolation": isolation,
         "pass_rate": report.pass_rate, "mean_reward": report.mean_reward,
         "format_error_rate": report.format_error_rate, "environment_error_rate": report.environment_error_rate,
         "mean_turns": report.mean_turns, "judge_cost_usd": report.judge_cost_usd, "wall_s": report.wall_s,

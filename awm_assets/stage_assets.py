@@ -14,6 +14,7 @@ import dagster as dg
 from awm_resources.llm import ReplayMissingError
 from awm_assets.resources import LLMResource, StoreResource, SynthesisSettings, max_retries
 from awm_resources.store import PIPELINE_STAGES
+from awm_rl.runtime.sandbox import isolation_summary
 
 from awm_assets.partitions import scenario_partitions
 from awm_assets.synthesis import previews
@@ -43,6 +44,10 @@ def quality_check_name(stage: str) -> str:
     return f"{stage}_quality"
 
 
+# Stages whose checks run generated Python (the env check, the verifiers): their metadata says how it was contained.
+RUNS_GENERATED_CODE = ("env_code", "verifiers")
+
+
 def _metadata(store, key: str, stage: str, outcome, usage: dict, model: str) -> dict:
     meta = {k: v for k, v in outcome.metadata.items() if isinstance(v, (int, float, str, bool))}
     return {
@@ -59,6 +64,7 @@ def _metadata(store, key: str, stage: str, outcome, usage: dict, model: str) -> 
         "attempt_history": dg.MetadataValue.md(previews.attempt_history(outcome.history)),
         "last_prompt": dg.MetadataValue.md(previews.last_prompt(outcome.history)),
         "attempt_records": dg.MetadataValue.path(str(store.attempts_dir(key, stage))),
+        **({"os_isolation": isolation_summary()} if stage in RUNS_GENERATED_CODE else {}),
     }
 
 

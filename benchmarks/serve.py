@@ -230,7 +230,9 @@ def bench_ours(store_root: Path, scenarios: list[str], *, instances: int, worklo
     out["hosts"] = pool.num_hosts
     # OS isolation of the host workers ("bubblewrap": generated code runs in a sandboxed worker behind
     # a pipe from each host actor; "none: <reason>": in the actor under Python-level guards only)
-    out["os_isolation"] = sorted({str(st.get("isolation")) for st in pool.host_stats()})[0]
+    stats = pool.host_stats()
+    out["os_isolation"] = sorted({str(st.get("isolation")) for st in stats})[0]
+    out["seccomp"] = sorted({str(st.get("seccomp")) for st in stats})[0]  # applied by each scenario worker
     try:
         # cold start: the first acquire of each scenario imports it on one host
         cold, cold_cpu, home = {}, {}, {}
@@ -667,7 +669,7 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
         except (KeyError, TypeError):
             targets[name] = False
     return {"ours": ours, "baseline": baseline, "ratios": ratios, "targets": targets,
-            "os_isolation": ours.get("os_isolation"),
+            "os_isolation": ours.get("os_isolation"), "seccomp": ours.get("seccomp"),
             "all_targets_met": all(targets.values()), "scenarios": scenarios, "skipped": ours["skipped"],
             "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
                         # other work on the machine slows both sides; the 1-minute load average says how much
@@ -720,7 +722,8 @@ def main(argv: list[str]) -> int:
             print(f"  {key:24s} ours {o.get(key)!s:>10}  baseline {b.get(key)!s:>10}  ratio {r.get(key)}")
         print(f"  host_call_ms_p50 {o.get('host_call_ms_p50')} (batched in the host: {o.get('host_batch_call_ms_p50')} ms, "
               f"{o.get('host_batch_call_cpu_ms_p50')} ms CPU)  total_mb {o.get('total_mb')} for {o['instances']} instances")
-        print(f"  os isolation of the hosts: {o.get('os_isolation')} (pipe {o.get('host_pipe_ms_p50')} ms per batch)")
+        print(f"  os isolation of the hosts: {o.get('os_isolation')}, {o.get('seccomp')} "
+              f"(pipe {o.get('host_pipe_ms_p50')} ms per batch)")
         print("targets: " + ", ".join(f"{k}={'met' if v else 'MISSED'}" for k, v in report["targets"].items()))
     return 0
 

@@ -73,6 +73,10 @@ def test_every_demo_stage_materializes_with_checks_passing(demo):
         for ev in evaluations:
             assert ev.passed, (key, ev.check_name, ev.description)
             assert ev.partition == key  # partitioned checks: each scenario's page shows its own
+        # stages that run generated code say how it was contained
+        for stage in ("env_code", "verifiers"):
+            mat = result.asset_materializations_for_node(stage)[0]
+            assert mat.metadata["os_isolation"].value.startswith("bubblewrap + seccomp"), mat.metadata["os_isolation"]
     sizes = {k: (store.stage_status(k, "db_schema")["tables"], store.stage_status(k, "sample_data")["sample_rows"],
                  store.stage_status(k, "env_code")["tools"], store.stage_status(k, "env_code")["lines_of_code"])
              for k in DEMO_SCENARIOS}

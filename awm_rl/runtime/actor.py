@@ -281,13 +281,17 @@ class EnvHost:
 
     # -- entry points ----------------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
+        from awm_rl.runtime.sandbox import seccomp_level
+
         if self._isolated:
             return {"incarnation": self.incarnation, "pid": os.getpid(), "isolation": self.isolation,
+                    "seccomp": seccomp_level(),
                     "workers": {s: w.pid for s, w in list(self._workers.items()) if w.alive}}
         return {"incarnation": self.host.incarnation, "pid": self.host.pid, "isolation": self.isolation}
 
     def stats(self) -> dict[str, Any]:
         from awm_rl.limits import rss_bytes
+        from awm_rl.runtime.sandbox import seccomp_level
 
         if not self._isolated:
             with self._local_lock:
@@ -309,7 +313,7 @@ class EnvHost:
         values = sorted(self._pipe_ms)
         # pid: this actor's (a worker's own pid is 2 in its namespace); memory: the actor and its workers.
         return {"pid": os.getpid(), "incarnation": self.incarnation, "isolation": self.isolation,
-                "scenarios": scenarios, "load_errors": load_errors, "import_crashes": crashes,
+                "seccomp": seccomp_level(), "scenarios": scenarios, "load_errors": load_errors, "import_crashes": crashes,
                 "quarantined": quarantined, "workers": worker_pids, "worker_rss_mb": worker_rss,
                 "rss_mb": worker_rss + rss_bytes() / 2**20,
                 "pipe_ms_p50": round(values[len(values) // 2], 4) if values else None}

@@ -678,6 +678,13 @@ class EnvironmentPool:
                       timeout=self.call_timeout_s * max(1, len(ops)) + IMPORT_BUDGET_S + self.batch_slack_s)
         return [TimedResult(res, float(wall), float(cpu)) for res, wall, cpu in out]
 
+    def isolation(self) -> str:
+        """How the hosts contain generated code, one line (`sandbox.isolation_summary`; hosts that differ, joined)."""
+        from awm_rl.runtime.sandbox import isolation_summary
+
+        return "; ".join(sorted({isolation_summary(str(st.get("isolation")), st.get("seccomp"))
+                                 for st in self.host_stats() if st.get("isolation")})) or "unknown"
+
     def host_stats(self) -> list[dict[str, Any]]:
         """Per host actor: pid, incarnation, resident MB, instances per scenario (a live round trip)."""
         import ray

@@ -236,6 +236,16 @@ def seccomp_level() -> str:
     return level
 
 
+def isolation_summary(level: str | None = None, seccomp: str | None = None) -> str:
+    """One line for run metadata and reports: "bubblewrap + seccomp: ...", "bubblewrap; seccomp off: ..." or
+    "none: <reason>"; by default what processes that run generated code get on this machine."""
+    level = level or isolation_level()
+    if not level.startswith(BUBBLEWRAP):
+        return level
+    seccomp = seccomp or seccomp_level()
+    return f"{level} + {seccomp}" if seccomp.startswith("seccomp") else f"{level}; seccomp {seccomp}"
+
+
 def sandboxed_command(argv: Sequence[str], *, writable: Iterable[Path] = (), readable: Iterable[Path] = (),
                       env: Mapping[str, str] | None = None, cwd: Path | None = None,
                       ) -> tuple[list[str], dict[str, str]]:

@@ -284,6 +284,7 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
                            actor_options={"resources": config.environments.env_host_resources}
                            if config.environments.env_host_resources else None)
     env_pool = CompactToolsPool(pool) if config.rollout.tool_listing == "compact" else pool
+    env_isolation = pool.isolation()
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -323,7 +324,8 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
         pool.close()
     summary.update({"catalog": version.as_dict(), "scenarios": scenarios, "tasks": len(tasks), "excluded_tasks": excluded,
                     "warm_start": warm_report, "initial_model": model_path, "wall_s": round(time.time() - started, 2),
-                    "output_dir": str(out_dir), "config": config.model_dump(), "trainer_workers": world})
+                    "output_dir": str(out_dir), "config": config.model_dump(), "trainer_workers": world,
+                    "os_isolation": env_isolation})
     if rank:
         return summary
     atomic_write_json(out_dir / SUMMARY_FILE, summary)

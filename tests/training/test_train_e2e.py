@@ -40,6 +40,7 @@ def test_script_runs_two_steps_on_ray(tiny_run):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["scenarios"] == ["fortnite_item_shop", "gofundme"]
     assert summary["generation"] == "transformers" and summary["warm_start"]["kept"] >= 2
+    assert summary["os_isolation"].startswith("bubblewrap + seccomp")  # the env hosts' containment
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]
     for r in records:
