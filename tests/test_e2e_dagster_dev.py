@@ -72,9 +72,11 @@ class DevServer:
 
     @property
     def synthesized(self) -> bool:
-        """3 scenario runs succeeded and the automation has materialized the catalog with all 3 ready."""
+        """3 scenario runs succeeded and the automation's run materialized the catalog with all 3 ready and ended
+        (it goes on with the statistics after the catalog)."""
+        ended = {r["runId"] for r in self.runs if r["status"] in ("SUCCESS", "FAILURE", "CANCELED")}
         return (sum(r["jobName"] == "synthesize_scenario" and r["status"] == "SUCCESS" for r in self.runs) == 3
-                and bool(self.catalog_runs) and self.catalog_environments() == 3)
+                and bool(self.catalog_runs) and self.catalog_runs[0] in ended and self.catalog_environments() == 3)
 
 
 @pytest.fixture(scope="module")

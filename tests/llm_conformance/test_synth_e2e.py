@@ -1,5 +1,6 @@
 """`awm synth` of the demo batch with a real litellm model string (`openai/gpt-5`) against a loopback
-OpenAI-protocol server that answers from the demo's recordings: the whole pipeline over HTTP, offline.
+OpenAI-protocol server that answers from the demo's recordings: the whole pipeline over HTTP, offline, headless
+into a persistent Dagster instance the UI can open afterwards.
 In the middle of the batch the server misbehaves as providers do (a 429 with Retry-After, a 503, an answer
 slower than the client's timeout, an answer that is prose instead of SQL): each is retried or
 self-corrected, the other scenarios go on, and every scenario ends ready with whole artifacts."""
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import dagster as dg
 import pytest
 
 from awm_resources.llm import CALL_HEADER
@@ -23,7 +25,7 @@ GARBAGE = "I'm sorry, but I can't share a database schema for that. Is there any
 pytestmark = pytest.mark.slow
 
 
-def test_awm_synth_demo_batch_through_openai_gpt5_over_http(llm_server, tmp_path):
+def test_awm_synth_demo_batch_through_openai_gpt5_over_http(llm_server, tmp_path, monkeypatch):
     env = {**os.environ, "AWM_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dh"),
            "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled",
            "AWM_LLM_MODEL": "openai/gpt-5", "AWM_LLM_API_BASE": f"{llm_server.url}/v1", "AWM_LLM_API_KEY": "sk-test",
@@ -41,7 +43,11 @@ def test_awm_synth_demo_batch_through_openai_gpt5_over_http(llm_server, tmp_path
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout)
     assert sorted(report["new_scenarios"]) == ["issue_tracker", "music_playlists", "restaurant_reservations"]
-    assert all(s["ready"] for s in report["scenarios"]), report["scenarios"]
+    by_key = {s["scenario"]: s for s in report["scenarios"]}
+    assert all(s["ready"] for s in by_key.values()), report["scenarios"]
+    assert by_key["issue_tracker"]["stages"]["db_schema"] == {"status": "ok", "attempts": 2, "error_rate": 0.0}
+    assert by_key["music_playlists"]["stages"]["env_code"]["attempts"] == 2
+    assert "STEP_START" not in out.stderr  # step DEBUG events stay in the instance, not on the terminal
 
     calls = [r.headers[CALL_HEADER.lower()] for r in llm_server.requests]
     assert not llm_server.faults, llm_server.faults  # every fault was met
@@ -68,3 +74,24 @@ def test_awm_synth_demo_batch_through_openai_gpt5_over_http(llm_server, tmp_path
         assert by_call[structured]["response_format"]["type"] == "json_schema"
     # The answers were paid for (priced from litellm's bundled cost map) and cached for a rerun.
     assert (tmp_path / "home" / "llm_cache.sqlite").is_file()
+
+    # The runs are in the persistent instance the UI reads, under the project's job names.
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
+    with dg.DagsterInstance.get() as instance:
+        assert sorted(instance.get_dynamic_partitions("scenarios")) == sorted(by_key)
+        assert instance.get_latest_materialization_event(dg.AssetKey("environment_catalog")) is not None
+        jobs = {r.job_name for r in instance.get_runs()}
+        assert {"generate_scenarios", "synthesize_scenario", "refresh_catalog"} <= jobs, jobs
+        assert "__ephemeral_asset_job__" not in jobs
+    # The catalog is rebuilt headless (what `awm train` reads), again as a refresh_catalog run.
+    (tmp_path / "home" / "catalog.json").unlink()
+    refreshed = subprocess.run([sys.executable, "-m", "awm_assets.cli", "catalog", "--refresh", "--json"], env=env,
+                               cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert refreshed.returncode == 0, refreshed.stderr[-3000:]
+    assert sum(e["ready"] for e in json.loads(refreshed.stdout)) == 3
+    # Running the same batch again synthesizes nothing new: scenario generation asks again (its dedup pool now
+    # holds the batch), every proposal is a duplicate, and no stage asks anything.
+    asked = len(llm_server.requests)
+    again = json.loads(subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600).stdout)
+    assert again["new_scenarios"] == [] and all(s["ready"] for s in again["scenarios"])
+    assert {r.headers[CALL_HEADER.lower()] for r in llm_server.requests[asked:]} <= {"_batch_demo/scenarios.1.md"}
