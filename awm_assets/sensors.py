@@ -18,6 +18,11 @@ from awm_assets.synthesis.scenarios import batch_already_generated
 from awm_assets.synthesis.seeds import DEFAULT_SEED_DIR, SeedFileError, find_seed_files, read_seed_batch
 
 
+# How often the seed and scenario sensors look (seconds; AWM_SENSOR_INTERVAL_S); the watchdog and the catalog
+# automation look twice as often.
+SENSOR_INTERVAL_S = max(1, int(os.environ.get("AWM_SENSOR_INTERVAL_S") or 30))
+
+
 def seed_dir() -> Path:
     return Path(os.environ.get("AWM_SEED_DIR") or DEFAULT_SEED_DIR)
 
@@ -26,7 +31,7 @@ def batch_run_config(path: Path) -> dict:
     return {"ops": {"scenario_generation": {"config": {"path": str(path)}}}}
 
 
-@dg.sensor(job=generate_scenarios_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+@dg.sensor(job=generate_scenarios_job, minimum_interval_seconds=SENSOR_INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Watches the seed folder ($AWM_SEED_DIR, default seeds/) and launches scenario generation "
                        "for each new or changed seed batch: a .jsonl file of {\"name\", \"description\"?} lines or a "
                        ".txt file of one name per line; the file name is the batch name. The offline replay model "
@@ -57,7 +62,7 @@ def seed_batch_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | 
                            dynamic_partitions_requests=[seed_batch_partitions.build_add_request(new_keys)] if new_keys else [])
 
 
-@dg.sensor(job=synthesize_scenario_job, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+@dg.sensor(job=synthesize_scenario_job, minimum_interval_seconds=SENSOR_INTERVAL_S, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Launches the six synthesis stages for every scenario partition not yet synthesized "
                        "(a new seed batch thus backfills only its new scenarios).")
 def new_scenario_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
@@ -108,7 +113,7 @@ def _run_worker(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] 
     return None
 
 
-@dg.sensor(minimum_interval_seconds=15, default_status=dg.DefaultSensorStatus.RUNNING,
+@dg.sensor(minimum_interval_seconds=max(1, SENSOR_INTERVAL_S // 2), default_status=dg.DefaultSensorStatus.RUNNING,
            description="Marks failed, with the reason, a starting or started run whose code server and worker "
                        "process are both gone (e.g. the daemon was killed with its process group): Dagster's run "
                        "monitoring cannot check the health of runs launched by the default run launcher, so such a "
@@ -155,7 +160,7 @@ catalog_automation = dg.AutomationConditionSensorDefinition(
     "catalog_automation",
     target=dg.AssetSelection.assets("environment_quality", "environment_catalog", "synthesis_statistics"),
     default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=15,
+    minimum_interval_seconds=max(1, SENSOR_INTERVAL_S // 2),
     description="Refreshes environment_quality, environment_catalog and synthesis_statistics once scenario "
                 "runs have settled after any stage materialized (incremental: unchanged scenarios are not "
                 "re-audited).",

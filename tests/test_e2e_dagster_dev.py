@@ -92,7 +92,8 @@ def dagster_dev(tmp_path_factory):
     dagster_home.mkdir()
     shutil.copy(PROJECT_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "AWM_HOME": str(root / "awm_home"),
-           "AWM_SEED_DIR": str(seeds), "HF_HUB_OFFLINE": "1"}
+           "AWM_SEED_DIR": str(seeds), "HF_HUB_OFFLINE": "1",
+           "AWM_SENSOR_INTERVAL_S": "6"}  # sensors look every 6 s (30 s by default)
     port = _free_port()
     log = open(root / "dev.log", "w")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml",

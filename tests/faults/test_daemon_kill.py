@@ -37,8 +37,8 @@ SCENARIOS = ["issue_tracker", "music_playlists", "restaurant_reservations"]
 IN_PROGRESS = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 WATCHED_JOBS = ("generate_scenarios", "synthesize_scenario")
 KILL_WITHIN_S = 150  # until a synthesis run is executing a stage (about 40 s here)
-# After the restart: the watchdog's next tick (15 s), the retry, one scenario's six stages (about 10 s). A run
-# killed between being marked STARTING and reaching its code server is left to run monitoring's start timeout
+# After the restart: the watchdog's next tick (3 s here: AWM_SENSOR_INTERVAL_S=6), the retry, one scenario's six
+# stages (about 10 s). A run killed between being marked STARTING and reaching its code server is left to run monitoring's start timeout
 # (180 s, dagster.yaml); this deadline leaves room for that rare case.
 SETTLE_WITHIN_S = 300
 
@@ -155,7 +155,7 @@ def test_daemon_killed_mid_backfill_and_restarted(tmp_path, monkeypatch):
     shutil.copy(PROJECT_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "AWM_HOME": str(awm_home), "AWM_SEED_DIR": str(seeds),
-           "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
+           "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled", "AWM_SENSOR_INTERVAL_S": "6"}
     instance = DagsterInstance.get()
     # Create the SQLite storages here first: a daemon and this process creating them at once can both stamp
     # the schema version ("alembic_version has more than one head"), and the code server then fails to load.
