@@ -38,8 +38,8 @@ IN_PROGRESS = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 WATCHED_JOBS = ("generate_scenarios", "synthesize_scenario")
 KILL_WITHIN_S = 150  # until a synthesis run is executing a stage (about 40 s here)
 # After the restart: the watchdog's next tick (3 s here: AWM_SENSOR_INTERVAL_S=6), the retry, one scenario's six
-# stages (about 10 s). A run killed between being marked STARTING and reaching its code server is left to run monitoring's start timeout
-# (180 s, dagster.yaml); this deadline leaves room for that rare case.
+# stages (about 10 s). A run killed between being marked STARTING and reaching its code server is left to run
+# monitoring's start timeout (180 s, dagster.yaml); this deadline leaves room for that rare case.
 SETTLE_WITHIN_S = 300
 
 
