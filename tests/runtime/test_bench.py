@@ -6,21 +6,30 @@ No timed assertions: speed is what the benchmark reports, not what tests check.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from .conftest import make_scenario
+from .test_bench_skips import UNCALLABLE_ENV
 
 KEYS = ["instances", "cold_start_ms", "create_ms_p50", "reset_ms_p50", "call_ms_p50", "call_ms_p99",
         "throughput_calls_per_s", "rss_mb_total", "db_mb_total", "mb_per_instance"]
 
 
 def test_bench_serve_quick(corpus_store, tmp_path):
+    """Two corpus scenarios and one it cannot exercise (listed as skipped, left out of every measurement)."""
+    home = tmp_path / "home"
+    for key in ("rover", "gofundme"):
+        shutil.copytree(corpus_store.scenario_dir(key), home / "scenarios" / key)
+    make_scenario(home, "search_only", UNCALLABLE_ENV)
     awm = Path(sys.executable).with_name("awm")
     cmd = ([str(awm), "bench", "serve"] if awm.is_file()
            else [sys.executable, "-m", "awm_rl.runtime.commands", "bench-serve"])
     out = tmp_path / "report.json"
-    res = subprocess.run(cmd + ["--json", "--quick", "--scenarios", "rover", "gofundme", "--home",
-                                str(corpus_store.root), "--out", str(out)],
+    res = subprocess.run(cmd + ["--json", "--quick", "--scenarios", "rover", "gofundme", "search_only", "--home",
+                                str(home), "--out", str(out)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads(res.stdout)
@@ -37,6 +46,9 @@ def test_bench_serve_quick(corpus_store, tmp_path):
     roles = {row["role"] for row in ours["memory_by_process"]}
     assert {"host actor", "scenario worker rover", "scenario worker gofundme"} <= roles, roles
     assert set(report["scenarios"]) == {"rover", "gofundme"}
+    assert [s["scenario"] for s in report["skipped"]] == ["search_only"]
+    assert "read-only tool" in report["skipped"][0]["reason"]
+    assert set(ours["workload"]) == {"rover", "gofundme"}
     assert base["instances"] == 2 and "extrapolated" in base["note"]
     assert set(report["ratios"]) >= {"cold_start_ms", "reset_ms_p50", "call_ms_p50", "mb_per_instance"}
     assert set(report["targets"]) and isinstance(report["all_targets_met"], bool)
