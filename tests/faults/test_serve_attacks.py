@@ -5,11 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -21,26 +16,19 @@ def test_awm_serve_contains_hostile_code(tmp_path, home_secret, victim):
     from fastmcp import Client
 
     from tests.runtime.conftest import make_scenario
+    from tests.runtime.serving import start_serve, stop_serve
 
     make_scenario(tmp_path / "store", "hostile_env", HOSTILE_ENV)
     secret = f"sk-serve-fault-{uuid.uuid4().hex}"
     marker = f"4247.{uuid.uuid4().int % 10**6}"
-    proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.commands", "serve", "hostile_env", "--port", "0",
-                             "--home", str(tmp_path / "store")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1", "AWM_FAULT_API_KEY": secret})
+    proc, url = start_serve(tmp_path / "store", "hostile_env", env={"AWM_FAULT_API_KEY": secret})
     listener = Listener()
     path, home_value = home_secret
     try:
-        deadline = time.monotonic() + 90
-        line = ""
-        while time.monotonic() < deadline and "awm serve:" not in line and proc.poll() is None:
-            line = proc.stdout.readline()
-        url = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
-        assert url, f"awm serve did not start: {line!r} {proc.stderr.read()[-2000:] if proc.poll() is not None else ''}"
         assert Path(f"/proc/{proc.pid}/exe").resolve().name == "bwrap"  # it re-executed itself in the sandbox
 
         async def session() -> dict:
-            async with Client(url.group(1)) as client:
+            async with Client(url) as client:
                 res = await client.call_tool("attack", {"pid": proc.pid, "port": listener.port,
                                                         "home_file": str(path), "victim": str(victim),
                                                         "marker": marker}, raise_on_error=False)
@@ -62,10 +50,5 @@ def test_awm_serve_contains_hostile_code(tmp_path, home_secret, victim):
         assert victim.read_text() == "keep me"
     finally:
         listener.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_serve(proc)
     assert wait_gone(marker) == [], "a process started by the served code outlived the server"

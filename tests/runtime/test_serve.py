@@ -4,53 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
 from awm_rl.runtime.tools import example_arguments, looks_read_only
 
+from .serving import serve_cmd, start_serve, stop_serve
 from .test_pool import ENVS, WRITES, _route_ops
-
-AWM = Path(sys.executable).with_name("awm")
-
-
-def _serve_cmd(*args: str) -> list[str]:
-    """The `awm` console script when installed, else the same entry point as a module."""
-    if AWM.is_file():
-        return [str(AWM), "serve", *args]
-    return [sys.executable, "-m", "awm_rl.runtime.commands", "serve", *args]
-
-
-def _start(store_root: Path, scenario: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(_serve_cmd(scenario, "--port", "0", "--home", str(store_root)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    deadline = time.monotonic() + 90
-    line = ""
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if "awm serve:" in line or proc.poll() is not None:
-            break
-    m = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
-    if not m:
-        proc.kill()
-        raise AssertionError(f"awm serve did not start: {line!r} {proc.stderr.read()[-2000:]}")
-    return proc, m.group(1)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.mark.parametrize("scenario", ENVS)
@@ -58,7 +19,7 @@ def test_mcp_session_against_awm_serve(corpus_store, scenario):
     """Every corpus environment over MCP: list tools, read, write, FastAPI's 422, reset."""
     from fastmcp import Client
 
-    proc, url = _start(corpus_store.root, scenario)
+    proc, url = start_serve(corpus_store.root, scenario)
     try:
         async def session() -> None:
             async with Client(url) as client:
@@ -96,11 +57,11 @@ def test_mcp_session_against_awm_serve(corpus_store, scenario):
                 assert again.content[0].text == read[2]
         asyncio.run(session())
     finally:
-        _stop(proc)
+        stop_serve(proc)
 
 
 def test_serve_unknown_scenario(corpus_store):
-    res = subprocess.run(_serve_cmd("atlantis", "--port", "0", "--home", str(corpus_store.root)),
+    res = subprocess.run(serve_cmd("atlantis", "--port", "0", "--home", str(corpus_store.root)),
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     assert "unknown scenario 'atlantis'" in res.stderr and "rover" in res.stderr

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
-import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from .conftest import BAD_ENV, make_scenario
+from .serving import start_serve, stop_serve
 
 SERVE_ENV = BAD_ENV + '''
 
@@ -64,32 +61,15 @@ CALL_TIMEOUT_S = 2.0
 
 
 def _start(store_root, scenario: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.commands", "serve", scenario, "--port", "0",
-                             "--home", str(store_root), "--call-timeout", str(CALL_TIMEOUT_S)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    deadline = time.monotonic() + 90
-    line = ""
-    while time.monotonic() < deadline and "awm serve:" not in line and proc.poll() is None:
-        line = proc.stdout.readline()
-    m = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
-    if not m:
-        proc.kill()
-        raise AssertionError(f"awm serve did not start: {line!r} {proc.stderr.read()[-2000:]}")
-    return proc, m.group(1)
+    return start_serve(store_root, scenario, "--call-timeout", str(CALL_TIMEOUT_S))
 
 
 def _stop(proc: subprocess.Popen) -> float:
     """SIGTERM; returns how long the server took to end."""
-    t = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AssertionError("SIGTERM did not stop awm serve within 15 s") from None
-    return time.monotonic() - t
+    took = stop_serve(proc)
+    if took is None:
+        raise AssertionError("SIGTERM did not stop awm serve within 15 s")
+    return took
 
 
 @pytest.fixture()
