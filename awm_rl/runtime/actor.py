@@ -313,8 +313,8 @@ class EnvHost:
         values = sorted(self._pipe_ms)
         # pid: this actor's (a worker's own pid is 2 in its namespace); memory: the actor and its workers.
         return {"pid": os.getpid(), "incarnation": self.incarnation, "isolation": self.isolation,
-                "seccomp": seccomp_level(), "scenarios": scenarios, "load_errors": load_errors, "import_crashes": crashes,
-                "quarantined": quarantined, "workers": worker_pids, "worker_rss_mb": worker_rss,
+                "seccomp": seccomp_level(), "scenarios": scenarios, "load_errors": load_errors,
+                "import_crashes": crashes, "quarantined": quarantined, "workers": worker_pids, "worker_rss_mb": worker_rss,
                 "rss_mb": worker_rss + rss_bytes() / 2**20,
                 "pipe_ms_p50": round(values[len(values) // 2], 4) if values else None}
 

@@ -289,8 +289,11 @@ class ScenarioHost:
 
     def _close_instance(self, inst: _Instance) -> None:
         """Close the connection and forget the database (the instance starts from the template again)."""
-        self._open.pop(inst.id, None)
         inst.image = None
+        self._drop_connection(inst)
+
+    def _drop_connection(self, inst: _Instance) -> None:
+        self._open.pop(inst.id, None)
         if inst.slot.conn is not None:
             inst.slot.conn.really_close()
             inst.slot.conn = None
@@ -320,10 +323,7 @@ class ScenarioHost:
                 continue
             if conn.total_changes != inst.changes_at_open:
                 inst.image = conn.serialize()
-            del self._open[iid]
-            conn.really_close()
-            inst.slot.conn = None
-            inst.slot.record = None
+            self._drop_connection(inst)
 
     def _image(self, inst: _Instance) -> bytes:
         """The instance's database as it is now."""
