@@ -30,6 +30,8 @@ import os
 
 import dagster as dg
 
+from awm_assets.resources import env_number
+
 EXECUTOR_ENV = "AWM_EXECUTOR"
 EXECUTORS = ("local", "ray")
 # Variables forwarded from the run's process to each step (names only; values are read at launch, and
@@ -72,7 +74,7 @@ def ray_executor_config() -> dict:
     resources = json.loads(os.environ.get("AWM_RAY_STEP_RESOURCES") or "{}")
     if not isinstance(resources, dict):
         raise ValueError("AWM_RAY_STEP_RESOURCES must be a JSON object of resource name to amount")
-    cpus = float(os.environ.get("AWM_RAY_STEP_CPUS") or 1)
+    cpus = env_number("AWM_RAY_STEP_CPUS", 1)
     ray_cfg: dict = {"env_vars": forwarded_env()}
     if address := jobs_address():
         ray_cfg["address"] = address

@@ -125,9 +125,21 @@ def env_or(name: str, default=None):
     return dg.EnvVar(name) if os.environ.get(name) else default
 
 
+def env_number(name: str, default: float, kind: type = float) -> float | int:
+    """A numeric setting from the environment (`kind` int or float), `default` when unset or empty; a value
+    that is not a number is an error naming the variable, not a bare traceback."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return kind(default)
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
+
+
 def max_retries() -> int:
     """Self-correction retries per stage (`AWM_MAX_RETRIES`, default 5 as in the paper)."""
-    return int(os.environ.get("AWM_MAX_RETRIES", "5"))
+    return env_number("AWM_MAX_RETRIES", 5, int)
 
 
 def build_resources() -> dict:
@@ -136,7 +148,7 @@ def build_resources() -> dict:
                            api_key=env_or("AWM_LLM_API_KEY"), replay_dir=env_or("AWM_REPLAY_DIR"),
                            record_dir=env_or("AWM_RECORD_DIR"), reasoning_effort=env_or("AWM_LLM_REASONING_EFFORT"),
                            max_tokens=dg.EnvVar.int("AWM_LLM_MAX_TOKENS") if os.environ.get("AWM_LLM_MAX_TOKENS") else None,
-                           timeout_s=float(os.environ.get("AWM_LLM_TIMEOUT_S") or 900.0),
+                           timeout_s=env_number("AWM_LLM_TIMEOUT_S", 900.0),
                            stages=stage_settings_from_env()),
         # The judge of rollouts is configured apart from the synthesis LLM (code mode needs none).
         "judge_llm": LLMResource(model=env_or("AWM_JUDGE_MODEL", "replay"), api_base=env_or("AWM_JUDGE_API_BASE"),

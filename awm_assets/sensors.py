@@ -13,6 +13,7 @@ from dagster._core.events import JobFailureData, RunFailureReason
 from awm_resources.store import STAGES, ArtifactStore, process_alive
 
 from awm_assets.jobs import generate_scenarios_job, synthesize_scenario_job
+from awm_assets.resources import env_number
 from awm_assets.partitions import scenario_partitions, seed_batch_partitions
 from awm_assets.synthesis.scenarios import batch_already_generated
 from awm_assets.synthesis.seeds import DEFAULT_SEED_DIR, SeedFileError, find_seed_files, read_seed_batch
@@ -20,7 +21,7 @@ from awm_assets.synthesis.seeds import DEFAULT_SEED_DIR, SeedFileError, find_see
 
 # How often the seed and scenario sensors look (seconds; AWM_SENSOR_INTERVAL_S); the watchdog and the catalog
 # automation look twice as often.
-SENSOR_INTERVAL_S = max(1, int(os.environ.get("AWM_SENSOR_INTERVAL_S") or 30))
+SENSOR_INTERVAL_S = max(1, env_number("AWM_SENSOR_INTERVAL_S", 30, int))
 
 
 def seed_dir() -> Path:

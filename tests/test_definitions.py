@@ -98,3 +98,20 @@ def test_executor_selected_by_configuration():
     bad = subprocess.run([sys.executable, "-c", "from awm_assets.cluster import executor_mode; executor_mode()"],
                          env={**base, "AWM_EXECUTOR": "k8s"}, capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "AWM_EXECUTOR" in bad.stderr
+
+
+def test_numeric_settings_from_the_environment(monkeypatch):
+    """AWM_* numbers: the default when unset, the value when set, and a clear error naming a bad one."""
+    import pytest
+
+    from awm_assets.resources import env_number, max_retries
+
+    monkeypatch.delenv("AWM_MAX_RETRIES", raising=False)
+    assert max_retries() == 5
+    monkeypatch.setenv("AWM_MAX_RETRIES", "2")
+    assert max_retries() == 2
+    monkeypatch.setenv("AWM_LLM_TIMEOUT_S", "2.5")
+    assert env_number("AWM_LLM_TIMEOUT_S", 900.0) == 2.5
+    monkeypatch.setenv("AWM_SENSOR_INTERVAL_S", "thirty")
+    with pytest.raises(ValueError, match="AWM_SENSOR_INTERVAL_S must be an integer, got 'thirty'"):
+        env_number("AWM_SENSOR_INTERVAL_S", 30, int)
