@@ -1,0 +1,58 @@
+"""A real model's answers to the current prompts, replayed: the pipeline must still make a ready environment of them.
+
+`../shared/real-model/recordings` holds every answer a strong LLM gave to `awm synth` (seed batch `trello.jsonl`:
+scenario generation, then the six stages of ONE partition, `sprintline_issue_tracker`). Nobody on this project
+wrote them, so they test the prompts' contracts (answer shapes, the env check, the quality probe, the verifier
+sandbox, the argument convention) on output the project did not shape. See that folder's README.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from awm_assets.stage_assets import build_stage_assets
+from awm_resources.store import STAGES, ArtifactStore
+from awm_rl.quality.report import scenario_quality
+
+from tests.conftest import PROJECT_ROOT
+from tests.test_synthesis import generate, resources
+
+REAL_MODEL = PROJECT_ROOT.parent / "shared" / "real-model"
+SCENARIO = "sprintline_issue_tracker"
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    if not (REAL_MODEL / "recordings" / SCENARIO).is_dir():
+        pytest.fail(f"the real-model recordings are missing: expected {REAL_MODEL}/recordings/{SCENARIO} "
+                    "(../shared/real-model beside the project)")
+    root = tmp_path_factory.mktemp("real_model_store")
+    instance = dg.DagsterInstance.ephemeral()
+    replay = REAL_MODEL / "recordings"
+    gen = generate(instance, root, REAL_MODEL / "trello.jsonl", replay)
+    stages = dg.materialize(build_stage_assets(), instance=instance, partition_key=SCENARIO,
+                            resources=resources(root, replay), raise_on_error=False)
+    yield {"instance": instance, "store": ArtifactStore(root), "gen": gen, "stages": stages}
+    instance.dispose()
+
+
+def test_generation_keeps_the_eight_recorded_scenarios(replayed):
+    meta = replayed["gen"].asset_materializations_for_node("scenario_generation")[0].metadata
+    assert meta["generated"].value == 8 and meta["accepted"].value == 8
+    assert SCENARIO in replayed["instance"].get_dynamic_partitions("scenarios")
+
+
+def test_the_recorded_partition_is_ready_with_every_task_proven_solvable(replayed):
+    store, result = replayed["store"], replayed["stages"]
+    failures = [ev.step_key for ev in result.all_events if ev.is_step_failure]
+    assert result.success, f"stages failed on the real model's answers: {failures}"
+    assert store.present_stages(SCENARIO) == list(STAGES)
+    for ev in result.get_asset_check_evaluations():
+        assert ev.passed, (ev.check_name, ev.description)
+    report = scenario_quality(store, SCENARIO)
+    assert report["tools_total"] >= 40, report["tools_total"]
+    assert report["tools_server_error"] == 0, {k: t for k, t in report["tools"].items() if t["status"] == "server_error"}
+    unsolved = {t["task_idx"]: (t["verdict"], t.get("solvable"), t.get("solution_detail")) for t in report["tasks"]
+                if not (t["eligible"] and t.get("solvable") == "yes")}
+    assert len(report["tasks"]) == 10 and not unsolved, unsolved
