@@ -12,7 +12,7 @@ export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 PORT ?= 3000
 
-.PHONY: install bwrap chromium demo synth ui test clean
+.PHONY: install bwrap chromium mcp-inspector demo synth ui test clean
 
 $(BIN)/awm: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ $(BIN)/awm: pyproject.toml
 	$(BIN)/pip install -q --no-deps 'bfcl-eval==2026.3.23'
 	touch $(BIN)/awm
 
-install: $(BIN)/awm bwrap chromium
+install: $(BIN)/awm bwrap chromium mcp-inspector
 
 # OS isolation for generated code (awm_rl/runtime/sandbox.py): bubblewrap, installed when missing and root.
 bwrap:
@@ -53,6 +53,21 @@ chromium:
 	    echo "!!! WARNING: /usr/bin/chromium is missing and cannot be installed here (not root, or no apt-get): the browser test will fail; install Debian's chromium package (or set AWM_CHROMIUM to a Chromium binary)" >&2; \
 	  fi; }
 
+# The official MCP Inspector CLI, an outside MCP client for the `awm serve` test (tests/runtime/test_mcp_inspector.py):
+# a pinned version in a project-local folder, installed with npm when missing.
+MCP_INSPECTOR_VERSION := 2.12.0
+MCP_INSPECTOR := .tools/node_modules/.bin/mcp-inspector
+mcp-inspector:
+	@[ -x $(MCP_INSPECTOR) ] && grep -q '"version": "$(MCP_INSPECTOR_VERSION)"' .tools/node_modules/@modelcontextprotocol/inspector/package.json 2>/dev/null || { \
+	  if command -v npm >/dev/null 2>&1; then \
+	    echo "installing @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION) into .tools/ (MCP client for the awm serve test)"; \
+	    mkdir -p .tools && npm install --prefix .tools --no-save --no-audit --no-fund --loglevel=error \
+	      @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION) >/dev/null || \
+	      echo "!!! WARNING: could not install the MCP Inspector with npm: tests/runtime/test_mcp_inspector.py will fail" >&2; \
+	  else \
+	    echo "!!! WARNING: npm is missing: the MCP Inspector cannot be installed and tests/runtime/test_mcp_inspector.py will fail; install Node.js 20+ with npm, then run make mcp-inspector" >&2; \
+	  fi; }
+
 synth: install
 	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/awm synth --seed-batch seeds/demo.jsonl
@@ -67,4 +82,4 @@ test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) .dagster_home .awm_home *.egg-info
+	rm -rf $(VENV) .dagster_home .awm_home *.egg-info .tools
