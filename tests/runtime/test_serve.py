@@ -1,4 +1,5 @@
-"""`awm serve` as a real MCP server (subprocess, streamable HTTP) driven by a fastmcp client."""
+"""`awm serve` as a real MCP server (subprocess, streamable HTTP) driven by a fastmcp client
+(tests/runtime/test_mcp_inspector.py drives it with the official MCP Inspector CLI)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ def test_mcp_session_against_awm_serve(corpus_store, scenario):
                             read = (name, args, res.content[0].text)
                             break
                 assert read, "no read tool answered"
+                # The route's response model is the tool's output schema; the body, its structured content.
+                assert tool.output_schema and res.structured_content == json.loads(read[2])
 
                 write_tool, field = WRITES[scenario]
                 args = example_arguments(tools[write_tool].input_schema)
