@@ -14,7 +14,8 @@ A format error ends the episode with reward -1.0. The rules, in the order they a
 - `unknown_tool`: `tool_name` is not among the tools list_tools returned.
 - `arguments_too_large`: the tool arguments exceed `max_argument_bytes`.
 - `arguments_json`: the tool arguments do not parse as one JSON object.
-- `arguments_schema`: the tool arguments do not validate against the tool's input schema.
+- `arguments_schema`: the tool arguments do not validate against the tool's input schema (a name the tool
+  does not take fails here too: tool schemas say `additionalProperties: false`).
 - `no_successful_call`: the agent gave its final answer without one successful call after list_tools.
 """
 
@@ -160,7 +161,10 @@ class FormatValidator:
         error = None if "arguments_schema" in self.waived else best_match(self._validator(name).iter_errors(args))
         if error is not None:
             where = "/".join(map(str, error.absolute_path)) or "<root>"
-            return _fail("arguments_schema", f"arguments for {name} do not match its input schema at {where}: {error.message[:300]}",
+            message = error.message[:300]
+            if error.validator == "additionalProperties" and isinstance(error.schema.get("properties"), dict):
+                message += f"; accepted: {', '.join(error.schema['properties']) or 'none'}"
+            return _fail("arguments_schema", f"arguments for {name} do not match its input schema at {where}: {message}",
                          "call_tool")
         check = StepCheck(ok=True, action="call_tool", tool_name=name, arguments=args)
         return check

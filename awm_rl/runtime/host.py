@@ -17,8 +17,9 @@ per call (soft: `CallTimeout` raised in the handler; hard: the watchdog exits th
 memory cap applied by whoever starts the process.
 
 Error kinds in `ToolResult.error_kind`: "agent" (the caller's mistake: unknown tool, arguments that
-are not a JSON object, HTTP 4xx such as FastAPI's 422) and "environment" (the environment failed:
-HTTP 5xx, a timeout, a crashed or restarted host, an instance lost or recycled).
+are not a JSON object, an argument the tool does not take, HTTP 4xx such as FastAPI's 422) and
+"environment" (the environment failed: HTTP 5xx, a timeout, a crashed or restarted host, an instance
+lost or recycled).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from awm_rl.limits import CallTimeout, Watchdog, deadline, untrusted
 from awm_rl.runtime.asgi import asgi_request
 from awm_rl.runtime.db import (_Slot, build_template, current_slot, open_instance_db, write_db_file)
 from awm_rl.runtime.envcode import EnvLoadError, LoadedEnv, load_env
-from awm_rl.runtime.tools import ArgumentError, ToolRoute, build_tool_routes, parse_arguments, to_request
+from awm_rl.runtime.tools import (ArgumentError, ToolRoute, build_tool_routes, check_argument_names, parse_arguments,
+                                  to_request)
 
 log = logging.getLogger(__name__)
 
@@ -387,6 +389,10 @@ class ScenarioHost:
             args = parse_arguments(arguments)
         except ArgumentError as exc:
             return agent_error(400, f"Invalid arguments for tool {name!r}: {exc}")
+        try:
+            check_argument_names(tool, args)
+        except ArgumentError as exc:  # a name the tool does not take would be dropped silently: say so
+            return agent_error(422, str(exc))
         req = to_request(tool, args)
         if req.missing_path:
             detail = [{"type": "missing", "loc": ["path", p], "msg": "Field required", "input": None}

@@ -2,14 +2,21 @@
 
 Tool argument convention (project contract): a tool's input is ONE flat JSON object holding the
 route's path params, query params and, when the route takes one Pydantic body model, that model's
-fields merged at top level (several body params: one property per param name; a single non-object
-body: one property named after the param). `input_schema` is the matching JSON schema, built from
-the app's own OpenAPI document (so descriptions, defaults and enums match what FastAPI validates).
+fields merged at top level. The body model may be optional (`Optional[M] = None`, `M | None = None`,
+`Body(None)`): it is listed the same way, none of its fields required, and the body is sent only when
+one of its fields is given. Several body params (or `Body(embed=True)`): one property per param name;
+a single non-object body (a scalar, a list): one property named after the param. A path/query param
+and a body field with the same name are one argument whose value goes to both. Nothing else is
+accepted: `input_schema` says `additionalProperties: false` (unless the body model itself takes extra
+keys) and `check_argument_names` rejects any other name, so a misspelled or misplaced argument is an
+error the agent reads instead of a value silently dropped. `input_schema` is built from the app's own
+OpenAPI document (so descriptions, defaults and enums match what FastAPI validates).
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,9 +39,14 @@ class ToolRoute:
     body_required: bool = False
     body_param: str | None = None  # set when the whole body is one non-object value under this name
     shadowed_by: str | None = None  # an earlier route that answers this tool's requests (a routing bug)
+    open_body: bool = False  # the body model takes extra keys (extra="allow"): other names go into the body
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+    def accepted(self) -> list[str]:
+        """The argument names this tool takes."""
+        return list(self.input_schema.get("properties") or {})
 
 
 def _collect_refs(node: Any, out: set[str]) -> None:
@@ -164,20 +176,22 @@ def route_from_operation(name: str, method: str, path: str, op: dict[str, Any], 
     body_param = None
     has_body = False
     body_required = False
+    open_body = False
     request_body = op.get("requestBody")
     if request_body:
         has_body = True
-        body_required = bool(request_body.get("required"))
         body_schema = (request_body.get("content", {}).get("application/json", {}) or {}).get("schema", {})
-        resolved = body_schema
-        if "$ref" in body_schema:
-            resolved = components.get(body_schema["$ref"].rsplit("/", 1)[1], {})
+        inner = _without_null(body_schema)
+        body_required = bool(request_body.get("required")) and inner is body_schema
+        resolved = inner
+        if "$ref" in inner:
+            resolved = components.get(inner["$ref"].rsplit("/", 1)[1], {})
         if resolved.get("type") == "object" and isinstance(resolved.get("properties"), dict):
+            open_body = resolved.get("additionalProperties") not in (None, False)
             for fname, fschema in resolved["properties"].items():
-                if fname in properties:
-                    continue  # path/query wins on a clash
-                properties[fname] = fschema
                 body_fields.append(fname)
+                if fname not in properties:  # path/query schema wins on a clash; the value goes to both
+                    properties[fname] = fschema
             if body_required:
                 required.extend(f for f in resolved.get("required", []) if f in body_fields)
         else:
@@ -188,6 +202,8 @@ def route_from_operation(name: str, method: str, path: str, op: dict[str, Any], 
                 required.append(body_alias)
 
     input_schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if not open_body:
+        input_schema["additionalProperties"] = False
     if required:
         input_schema["required"] = list(dict.fromkeys(required))
     defs = _defs_for(properties, components)
@@ -197,7 +213,18 @@ def route_from_operation(name: str, method: str, path: str, op: dict[str, Any], 
     return ToolRoute(name=name, method=method, path=path, description=_describe(op), input_schema=input_schema,
                      path_params=tuple(path_params), query_params=tuple(query_params),
                      body_fields=tuple(body_fields), has_body=has_body, body_required=body_required,
-                     body_param=body_param)
+                     body_param=body_param, open_body=open_body)
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """The model inside an optional body (`anyOf: [{$ref}, {type: null}]`), else `schema` itself."""
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    if not isinstance(branches, list):
+        return schema
+    rest = [b for b in branches if not (isinstance(b, dict) and b.get("type") == "null")]
+    if len(rest) == 1 and len(rest) < len(branches) and isinstance(rest[0], dict):
+        return rest[0]
+    return schema
 
 
 def tool_routes_from_openapi(doc: dict[str, Any]) -> dict[str, ToolRoute]:
@@ -207,8 +234,17 @@ def tool_routes_from_openapi(doc: dict[str, Any]) -> dict[str, ToolRoute]:
     for path, item in doc.get("paths", {}).items():
         for method, op in item.items():
             if isinstance(op, dict) and op.get("operationId") and op["operationId"] not in routes:
-                routes[op["operationId"]] = route_from_operation(op["operationId"], method.upper(), path, op, components)
+                routes[op["operationId"]] = route_from_operation(op["operationId"], method.upper(), path, op, components,
+                                                                 _body_alias_from_title(op))
     return routes
+
+
+def _body_alias_from_title(op: dict[str, Any]) -> str:
+    """The parameter name of a single non-object body, which the document gives only as its title
+    (FastAPI titles `item_ids` as "Item Ids"); "body" when there is none."""
+    body = (op.get("requestBody") or {}).get("content", {}).get("application/json", {}).get("schema") or {}
+    title = body.get("title") if isinstance(body, dict) else None
+    return title.lower().replace(" ", "_") if isinstance(title, str) and title.strip() else "body"
 
 
 def example_arguments(schema: dict[str, Any], *, optional: bool = False) -> dict[str, Any] | None:
@@ -261,7 +297,22 @@ def _shadowing_route(app: Any, route: Any, method: str) -> str | None:
 
 
 class ArgumentError(ValueError):
-    """Arguments that cannot even be turned into a request (not JSON, not an object)."""
+    """Arguments that cannot even be turned into a request (not JSON, not an object, a name not taken)."""
+
+
+def check_argument_names(tool: ToolRoute, args: dict[str, Any]) -> None:
+    """Raise ArgumentError naming every argument `tool` does not take, and the names it does take."""
+    if tool.open_body:
+        return
+    accepted = tool.accepted()
+    unknown = [k for k in args if k not in accepted]
+    if not unknown:
+        return
+    hints = [f"{k!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(k, accepted, 1, 0.75))
+             else repr(k) for k in unknown]
+    what = "Unknown argument" if len(unknown) == 1 else "Unknown arguments"
+    raise ArgumentError(f"{what} {', '.join(hints)} for tool {tool.name!r}; accepted: "
+                        f"{', '.join(accepted) if accepted else 'none (call it with {})'}")
 
 
 def parse_arguments(arguments: dict[str, Any] | str | None) -> dict[str, Any]:
@@ -319,8 +370,10 @@ def to_request(tool: ToolRoute, args: dict[str, Any]) -> HttpRequest:
             if tool.body_param in args:
                 body = json.dumps(args[tool.body_param]).encode()
         else:
-            known = set(tool.path_params) | set(tool.query_params)
-            payload = {k: v for k, v in args.items() if k not in known}
+            payload = {k: args[k] for k in tool.body_fields if k in args}
+            if tool.open_body:
+                known = set(tool.path_params) | set(tool.query_params) | set(tool.body_fields)
+                payload.update((k, v) for k, v in args.items() if k not in known)
             if payload or tool.body_required:
                 body = json.dumps(payload).encode()
     return HttpRequest(method=tool.method, path=path, query=urlencode(pairs).encode(), body=body,
