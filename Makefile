@@ -65,7 +65,7 @@ mcp-inspector:
 	      @modelcontextprotocol/inspector@$(MCP_INSPECTOR_VERSION) >/dev/null || \
 	      echo "!!! WARNING: could not install the MCP Inspector with npm: tests/runtime/test_mcp_inspector.py will fail" >&2; \
 	  else \
-	    echo "!!! WARNING: npm is missing: the MCP Inspector cannot be installed and tests/runtime/test_mcp_inspector.py will fail; install Node.js 20+ with npm, then run make mcp-inspector" >&2; \
+	    echo "!!! WARNING: npm is missing: the MCP Inspector cannot be installed and tests/runtime/test_mcp_inspector.py will fail; install Node.js with npm (the package asks for Node 22; Node 20.20 runs it here), then run make mcp-inspector" >&2; \
 	  fi; }
 
 synth: install

@@ -47,8 +47,8 @@ def count_threads_lying():
 @pytest.fixture(scope="module")
 def inspector() -> Path:
     if not os.access(INSPECTOR, os.X_OK):
-        pytest.fail(f"the MCP Inspector CLI is missing ({INSPECTOR}): run `make mcp-inspector` (needs Node.js 20+ "
-                    "with npm; it installs the pinned @modelcontextprotocol/inspector into .tools/)")
+        pytest.fail(f"the MCP Inspector CLI is missing ({INSPECTOR}): run `make mcp-inspector` (needs Node.js "
+                    "and npm; it installs the pinned @modelcontextprotocol/inspector into .tools/)")
     return INSPECTOR
 
 
