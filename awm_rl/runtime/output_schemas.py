@@ -102,17 +102,17 @@ def build_output_schemas(app: Any, tools: dict[str, ToolRoute]) -> dict[str, Out
     for route in with_model:
         for method in sorted(route.methods or ()):
             op_id = route.operation_id or route.unique_id
+            tool = tools.get(op_id)
+            # A shadowed tool is answered by the route that shadows it: nothing to promise.
+            if tool is None or tool.shadowed_by or tool.name in out \
+                    or (tool.method, tool.path) != (method, route.path_format):
+                continue
             op = doc.get("paths", {}).get(route.path_format, {}).get(method.lower()) or {}
             if op.get("operationId") != op_id:
                 # Another route on the same method and path took its place in the document.
                 single = get_openapi(title="env", version="0", routes=[route])
                 components.update(single.get("components", {}).get("schemas", {}))
                 op = single.get("paths", {}).get(route.path_format, {}).get(method.lower()) or {}
-            tool = tools.get(op_id)
-            # A shadowed tool is answered by the route that shadows it: nothing to promise.
-            if tool is None or tool.shadowed_by or tool.name in out \
-                    or (tool.method, tool.path) != (method, route.path_format):
-                continue
             schema = _success_schema(op, route.status_code)
             if schema is not None:
                 listed, wrapped = object_schema(schema, components)
