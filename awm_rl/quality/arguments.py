@@ -296,6 +296,27 @@ def _value_for(name: str, schema: dict[str, Any], source: _Source | None, anchor
     return _plain_value(name.lower(), schema, facts, i)
 
 
+def _distinct_shared_values(args: dict[str, Any], sources: dict[str, _Source], props: dict[str, Any],
+                            defs: dict[str, Any], i: int) -> None:
+    """Id parameters grounded in the same key (`sprint_id`, `move_to_sprint_id`) take different rows' values:
+    one id twice is rarely valid (a sprint moved into itself, a transfer to the same account)."""
+    used: dict[tuple[str, str], list[Any]] = {}
+    for name, value in args.items():
+        src = sources.get(name)
+        if src is None or not src.key_like:
+            continue
+        taken = used.setdefault((src.table.name, src.column), [])
+        if value in taken:
+            schema = _schema_of(props[name], defs)
+            values = src.table.values(src.column)
+            for k in range(len(values)):
+                other = _coerce(values[(i + 1 + k) % len(values)], schema)
+                if other is not None and other not in taken:
+                    args[name] = value = other
+                    break
+        taken.append(value)
+
+
 def grounded_sets(tool: ToolRoute, facts: DbFacts) -> list[ArgSet]:
     """Valid argument sets: required parameters only, then every parameter, from several rows."""
     schema = tool.input_schema
@@ -312,6 +333,7 @@ def grounded_sets(tool: ToolRoute, facts: DbFacts) -> list[ArgSet]:
     def add(kind: str, names: list[str], i: int) -> None:
         linked = _linked_rows(primary, sources, i)
         args = {n: _value_for(n, props[n], sources.get(n), anchor, facts, i, defs, linked=linked) for n in names}
+        _distinct_shared_values(args, sources, props, defs, i)
         key = repr(sorted(args.items(), key=lambda kv: kv[0]))
         if key not in seen:
             seen.add(key)

@@ -157,6 +157,15 @@ def test_noun_id_parameter_gets_an_existing_id(facts):
     assert {s.args["id"] for s in grounded_sets(t2, facts)} <= ids("tracks")
 
 
+def test_two_ids_of_one_table_get_different_rows(facts):
+    """`complete_sprint {sprint_id, move_to_sprint_id}`: the same id twice (a playlist moved into itself) is no valid input."""
+    t = tool("move_playlist_tracks", "POST", "/playlists/{playlist_id}/move",
+             {"playlist_id": {"type": "integer"}, "target_playlist_id": {"type": "integer"}}, ["playlist_id"])
+    full = [s.args for s in grounded_sets(t, facts) if "target_playlist_id" in s.args]
+    assert full and all(a["playlist_id"] != a["target_playlist_id"] for a in full), full
+    assert {v for a in full for v in a.values()} <= ids("playlists")
+
+
 def test_table_column_mention_in_description_is_followed(facts):
     prop = {"type": "string", "description": "Exact match on products.sku"}
     t = tool("lookup", "GET", "/lookup", {"q": prop}, ["q"])
