@@ -26,12 +26,12 @@ async def search_notes(q: str = Query(..., description="words to look for")):
 '''
 
 
-def _bench(store_root, *scenarios: str) -> subprocess.CompletedProcess:
+def _bench(store_root, *scenarios: str, extra: list[str] = ()) -> subprocess.CompletedProcess:
     """The smallest run the CLI offers."""
     return subprocess.run(
         [sys.executable, "-m", "awm_rl.runtime.commands", "bench-serve", "--json", "--quick",
          "--instances", "4", "--workload-instances", "2", "--baseline-instances", "1", "--hosts", "1",
-         "--home", str(store_root), "--scenarios", *scenarios],
+         "--home", str(store_root), *extra, "--scenarios", *scenarios],
         capture_output=True, text=True, timeout=300,
     )
 
