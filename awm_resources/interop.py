@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from awm_resources.names import normalize_scenario_name
+from awm_resources.published_verifiers import published_records
 from awm_resources.sqlite_build import (
     SampleTable,
     SchemaTable,
@@ -540,7 +541,8 @@ def _commit(store: ArtifactStore, built: list[tuple[str, Path]], report: ImportR
 
 
 def export_awm_dir(store: ArtifactStore, dest: Path | str, scenarios: list[str] | None = None) -> dict[str, int]:
-    """Write the store's scenarios back as AWM JSONL files in `dest`; returns lines written per file."""
+    """Write the store's scenarios back as AWM JSONL files in `dest`, as the published pipeline writes them (its
+    verifier files and record shapes: `published_verifiers`); returns lines written per file."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     lines: dict[str, list[str]] = {stem: [] for stem in _FILE_MODELS}
@@ -574,9 +576,8 @@ def export_awm_dir(store: ArtifactStore, dest: Path | str, scenarios: list[str] 
                               "full_code": store.read_text(key, "server.py")})
         if store.has(key, "verifiers.json"):
             for v in store.read_json(key, "verifiers.json")["verifiers"]:
-                stem = v.get("file") or ("gen_verifier" if "verify_task" in v.get("functions", []) else "gen_verifier.pure_code")
-                verification = v.get("verification") or {"code": v["code"], "raw_response": v.get("raw_response")}
-                emit(stem, {"scenario": key, "task_idx": v["task_idx"], "task": v.get("task"), "verification": verification})
+                for stem, verification in published_records(v):
+                    emit(stem, {"scenario": key, "task_idx": v["task_idx"], "task": v.get("task"), "verification": verification})
     written = {}
     for stem, rows in lines.items():
         if rows:

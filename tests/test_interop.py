@@ -233,3 +233,24 @@ def test_name_collisions_bad_bytes_and_other_sources(corpus_dir, tmp_path):
     assert store.stage_status("rover", "scenario")["source_dir"] == str(src.resolve())
     taken = import_awm_dir(other, store, replace=True)
     assert "rover" in taken.scenarios and store.stage_status("rover", "scenario")["source_dir"] == str(other.resolve())
+
+
+def test_published_reader_finds_each_modes_function_first():
+    """`lead_with` moves a mode's function before the first `def verify_` line (the published reader calls that
+    one), whatever comes before it: a helper named verify_*, a nested def, decorators; the module still runs."""
+    from awm_resources.published_verifiers import function_read_by_peer, lead_with
+
+    code = ("import functools\n\n\ndef verify_rows(db):\n    def verify_inner():\n        return 1\n    return verify_inner()\n\n\n"
+            "def verify_task(initial_db_path, final_db_path):\n    return {'rows': verify_rows(initial_db_path)}\n\n\n"
+            "@functools.lru_cache(None)\ndef _cached():\n    return 2\n\n\n"
+            "@functools.wraps(_cached)\n"
+            "def verify_task_completion(initial_db_path, final_db_path, final_answer=None):\n"
+            "    return {'result': 'complete' if verify_task(1, 2)['rows'] == _cached() - 1 else 'others'}\n")
+    assert function_read_by_peer(code, "verify_task_completion") == "verify_rows"
+    for function in ("verify_task", "verify_task_completion"):
+        led = lead_with(code, function)
+        assert function_read_by_peer(led, "") == function
+        namespace: dict = {}
+        exec(compile(led, "<verifier>", "exec"), namespace)  # noqa: S102 - the test's own code
+        assert namespace["verify_task_completion"]("a", "b") == {"result": "complete"}
+    assert lead_with("def verify_task(:\n", "verify_task_completion") == "def verify_task(:\n"  # unparsable: unchanged
