@@ -81,5 +81,8 @@ def quality_check(stage: str, meta: dict[str, Any], degraded: bool, attempts: in
         problems.append(f"{meta['vacuous']} verifiers pass on the unchanged database")
     if stage == "env_code" and meta.get("tools", 0) < 5:
         problems.append(f"only {meta.get('tools', 0)} tools")
+    if stage == "env_code" and meta.get("accepts_database_url") is False:
+        problems.append("reads DATABASE_PATH as a file path only: the published pipeline passes a sqlite:/// URL "
+                        "(`awm export` consumers will fail to open the database)")
     return CheckVerdict(not problems, "; ".join(problems) or f"clean after {attempts} attempt(s)",
                         {"attempts": attempts})

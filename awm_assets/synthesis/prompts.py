@@ -173,8 +173,9 @@ API spec:
 Implement the whole API as ONE Python file. Rules:
 - FastAPI + SQLAlchemy 2 ORM + Pydantic v2. ORM models for exactly the schema's tables and columns: where
   the spec and the schema disagree, the schema wins. ORM only, no raw SQL.
-- `DATABASE_PATH = os.getenv("DATABASE_PATH", "app.db")` and, on one line,
-  `engine = create_engine(f"sqlite:///{{DATABASE_PATH}}", connect_args={{"check_same_thread": False}})`;
+- `DATABASE_PATH = os.getenv("DATABASE_PATH", "app.db")` is a file path or a full SQLAlchemy URL (`sqlite:///...`,
+  which other AWM tools pass): `DATABASE_URL = DATABASE_PATH if "://" in DATABASE_PATH else f"sqlite:///{{DATABASE_PATH}}"`
+  and, on one line, `engine = create_engine(DATABASE_URL, connect_args={{"check_same_thread": False}})`;
   `Base.metadata.create_all(engine)` at import; the FastAPI app defined before any route.
 - One session per request: open it in the handler, commit writes, close it in `finally`; read what the
   response needs before the session closes.

@@ -187,6 +187,7 @@ class EnvCodeStage:
                              metrics={"tools": len(check.tools), "lines_of_code": len(code.splitlines()),
                                       "missing_tools": list(check.missing_tools),
                                       "import_ms": round(check.import_ms or 0, 1),
+                                      "accepts_database_url": check.accepts_database_url,
                                       "tools_server_error": len(broken), "tools_server_error_on_edge": len(edge),
                                       "tools_probed_ok": sum(1 for t in probe.values() if t["status"] == "ok"),
                                       "tool_status": {n: t["status"] for n, t in probe.items()}},

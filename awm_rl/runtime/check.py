@@ -78,6 +78,9 @@ class EnvCodeCheck(BaseModel):
                                   "'off: <reason>'")
     module_state: str | None = Field(
         default=None, description="module-level mutable state found (why the environment was rejected)")
+    accepts_database_url: bool | None = Field(
+        default=None, description="the code used DATABASE_PATH as given when it is a sqlite:/// URL (the published "
+                                  "pipeline's form); False: it prefixed sqlite:/// itself; None: it made no engine")
 
 
 def _signal_name(code: int) -> str:
@@ -356,7 +359,8 @@ def _worker(work: Path) -> int:
         errors.append(f"health check {health_tool!r} failed with HTTP {health_status}: {health_text}")
     result = dict(ok=not errors, tools=tools, missing_tools=missing, extra_tools=extra, shadowed_tools=shadowed,
                   import_ms=import_ms, error="; ".join(errors) or None, health_tool=health_tool,
-                  health_status=health_status, health_text=health_text)
+                  health_status=health_status, health_text=health_text,
+                  accepts_database_url=host.env.accepts_database_url)
     report(**result)  # kept if the state check or the probe below takes the worker down
     if tools:
         host.call_timeout_s = min(host.call_timeout_s, 3.0)  # every fillable tool is called: spinners stop early

@@ -37,6 +37,8 @@ SENTINEL_DATABASE_URL = "sqlite:////nonexistent/awm-instance-routed.db"
 _real_create_engine = sqlalchemy.create_engine
 _patch_lock = threading.Lock()
 _patched = False
+# The URLs the code being imported passed to `create_engine` (for `LoadedEnv.database_url`).
+_requested_urls: list[str] = []
 
 
 class EnvLoadError(RuntimeError):
@@ -45,6 +47,7 @@ class EnvLoadError(RuntimeError):
 
 def _routed_create_engine(url: Any = None, *args: Any, **kwargs: Any):
     text = str(url) if url is not None else ""
+    _requested_urls.append(text)
     if text and not (text.startswith("sqlite") or "://" not in text):
         raise EnvLoadError(f"environment code asked for a non-SQLite database ({text.split(':')[0]}); "
                            "only SQLite environments are supported")
@@ -78,6 +81,13 @@ class LoadedEnv:
     app: Any  # fastapi.FastAPI
     template: bytes  # the effective initial database (after import-time create_all / seeding)
     lines_of_code: int
+    database_url: str | None = None  # what the code passed to create_engine, DATABASE_PATH being SENTINEL_DATABASE_URL
+
+    @property
+    def accepts_database_url(self) -> bool | None:
+        """Whether the code used DATABASE_PATH as given when it is a `sqlite:///` URL, as the published pipeline
+        sets it (code that prefixes `sqlite:///` itself gets `sqlite:///sqlite:///...`). None: no engine made."""
+        return None if self.database_url is None else self.database_url == SENTINEL_DATABASE_URL
 
 
 def load_env(code: str, template: bytes, *, module_name: str, filename: str,
@@ -98,6 +108,7 @@ def load_env(code: str, template: bytes, *, module_name: str, filename: str,
     slot.conn = open_instance_db(template)
     token = current_slot.set(slot)
     ok = False
+    _requested_urls.clear()
     try:
         with untrusted(), deadline(timeout_s):
             exec(compiled, module.__dict__)  # noqa: S102 - generated code, in a limited worker process
@@ -108,7 +119,8 @@ def load_env(code: str, template: bytes, *, module_name: str, filename: str,
             raise EnvLoadError("environment code defines no FastAPI app (expected a module-level `app = FastAPI(...)`)")
         new_template = slot.conn.serialize()
         ok = True
-        return LoadedEnv(module=module, app=app, template=new_template, lines_of_code=len(code.splitlines()))
+        return LoadedEnv(module=module, app=app, template=new_template, lines_of_code=len(code.splitlines()),
+                         database_url=_requested_urls[0] if _requested_urls else None)
     except EnvLoadError:
         raise
     except CallTimeout:

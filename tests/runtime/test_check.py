@@ -32,6 +32,7 @@ def test_corpus_env_code_checks(corpus_store, key):
     assert r.missing_tools == []
     assert r.health_tool and r.health_status == 200, r
     assert r.import_ms and r.import_ms > 0
+    assert r.accepts_database_url is True  # the published pipeline's code takes DATABASE_PATH as a sqlite:/// URL
     if key == "gofundme":
         # two handlers on POST /api/donation_intents: over HTTP the second can never be reached
         assert not r.ok
@@ -100,3 +101,20 @@ def test_generated_code_does_not_see_api_keys(tmp_path, monkeypatch):
     leak_check = "import os\nassert not [k for k in os.environ if k.endswith('API_KEY')], 'an API key leaked'\n"
     r = check_env_code(leak_check + BAD_ENV, _db(tmp_path), expected_tools=["add_note", "list_notes"])
     assert r.ok, r.error
+
+
+@pytest.mark.parametrize("engine_line, accepts", [
+    ('DATABASE_URL = DATABASE_PATH if "://" in DATABASE_PATH else f"sqlite:///{DATABASE_PATH}"\n'
+     'engine = create_engine(DATABASE_URL)', True),  # what the env-code prompt asks for
+    ('engine = create_engine(f"sqlite:///{DATABASE_PATH}")', False),  # path only: sqlite:///sqlite:///... for a URL
+])
+def test_the_database_path_form_is_reported(tmp_path, engine_line, accepts):
+    """The published pipeline starts a server with DATABASE_PATH=sqlite:///<file>: the check says whether the code
+    would open that file (stage metadata; the env_code quality check warns when it would not)."""
+    code = ('import os\nfrom fastapi import FastAPI\nfrom sqlalchemy import create_engine, text\n'
+            'DATABASE_PATH = os.getenv("DATABASE_PATH", "app.db")\n' + engine_line + '\napp = FastAPI()\n\n'
+            '@app.get("/notes", operation_id="list_notes")\ndef list_notes():\n'
+            '    with engine.connect() as conn:\n        return {"notes": conn.execute(text("SELECT count(*) FROM t")).scalar()}\n')
+    r = check_env_code(code, _db(tmp_path))
+    assert r.ok, r.error
+    assert r.accepts_database_url is accepts
