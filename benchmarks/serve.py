@@ -164,8 +164,8 @@ def _digest(db_path: Path) -> list:
 
 
 def discover_script(pool: Any, scenario: str) -> dict[str, Any]:
-    """Read and write calls of `scenario` that succeed from the initial state (through the pool); `errors`
-    keeps what the first failing probes answered, for the report when no read tool works."""
+    """Read calls of `scenario` that succeed from the initial state and write calls that succeed twice (through
+    the pool); `errors` keeps what the first failing probes answered, for the report when no read tool works."""
     from awm_rl.runtime.pool import PoolError
     from awm_rl.runtime.tools import example_arguments, looks_read_only
 
@@ -194,7 +194,10 @@ def discover_script(pool: Any, scenario: str) -> dict[str, Any]:
                     _, final = pool.snapshot(h)
                 except PoolError:
                     continue  # the write ended its worker after answering: not a write to measure with
-                if f"{MARK}-probe" in _text_markers(final):
+                # the workload repeats each write on one database: one that works only once (a unique
+                # value in its example arguments) would fail every later call on both sides
+                again = pool.call_tool(h, tool["name"], {**args, field: f"{MARK}-probe2"})
+                if f"{MARK}-probe" in _text_markers(final) and again.ok:
                     writes.append({"tool": tool["name"], "args": args, "field": field})
         pool.reset(h)
     finally:
@@ -605,7 +608,7 @@ def _isolation(pool: Any, handles: list[tuple[str, int, Any]], wrote: dict[int, 
             continue
         expected = {f"{MARK}-{j}"} if wrote.get(id(h)) else set()
         writers += bool(expected)
-        markers = _text_markers(snap[1]) - {f"{MARK}-probe"}
+        markers = _text_markers(snap[1]) - {f"{MARK}-probe", f"{MARK}-probe2"}
         if markers == expected:
             own_only += 1
         elif len(problems) < 5:
