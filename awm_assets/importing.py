@@ -12,7 +12,7 @@ import dagster as dg
 from awm_resources.interop import ImportReport, import_awm_dir
 from awm_resources.store import ArtifactStore
 
-from awm_assets.instance import register_scenarios
+from awm_assets.instance import register_scenarios, report_materializations
 from awm_assets.synthesis import previews
 from awm_assets.ui_tables import records_table
 
@@ -39,13 +39,10 @@ def import_into_dagster(src: Path, store: ArtifactStore, instance: dg.DagsterIns
 
     def write_events(keys: list[str], report: ImportReport) -> None:
         register_scenarios(instance, keys)
-        for key in keys:
-            for stage, meta in report.scenarios[key].stages.items():
-                if stage == "scenario":
-                    continue
-                instance.report_runless_asset_event(dg.AssetMaterialization(
-                    asset_key=stage, partition=key, description=f"imported from {report.source}",
-                    metadata=_metadata(store, key, stage, meta, report.source)))
+        report_materializations(instance, [  # a chunk's events together: one transaction per shard
+            dg.AssetMaterialization(asset_key=stage, partition=key, description=f"imported from {report.source}",
+                                    metadata=_metadata(store, key, stage, meta, report.source))
+            for key in keys for stage, meta in report.scenarios[key].stages.items() if stage != "scenario"])
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dagster-events") as writer:
         pending = []
