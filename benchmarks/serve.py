@@ -96,7 +96,7 @@ class Failures:
         if scenario in self.entries:
             return
         if counted:
-            what = f"{what} during {phase} after {self.calls.get(scenario, 0)} calls"
+            what = f"{what.rstrip('. ')} during {phase} after {self.calls.get(scenario, 0)} calls"
         self.entries[scenario] = {"scenario": scenario, "side": self.side, "phase": phase, "what": what}
 
     def any_of(self, scenarios: list[str]) -> list[str]:

@@ -2,7 +2,8 @@
 
 - `awm serve SCENARIO [--port P] [--home DIR]`: the environment as an MCP server (streamable HTTP); it
   binds its port, then re-executes itself inside bubblewrap with the listening socket (see `_exec_sandboxed`).
-- `awm bench serve --json [--scenarios ...] [--instances N] [--quick]`: runtime vs published baseline.
+- `awm bench serve --json [--scenarios ...] [--instances N] [--call-timeout S] [--quick]`: runtime vs published
+  baseline; a scenario that fails on either side is reported under `left_out` and measured on neither.
 
 Also runnable without the CLI: `python -m awm_rl.runtime.commands serve|bench-serve ...`.
 """
