@@ -304,10 +304,11 @@ def check_argument_names(tool: ToolRoute, args: dict[str, Any]) -> None:
     """Raise ArgumentError naming every argument `tool` does not take, and the names it does take."""
     if tool.open_body:
         return
-    accepted = tool.accepted()
-    unknown = [k for k in args if k not in accepted]
+    props = tool.input_schema.get("properties") or {}
+    unknown = [k for k in args if k not in props]
     if not unknown:
         return
+    accepted = list(props)
     hints = [f"{k!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(k, accepted, 1, 0.75))
              else repr(k) for k in unknown]
     what = "Unknown argument" if len(unknown) == 1 else "Unknown arguments"
