@@ -12,7 +12,7 @@ import dagster as dg
 import pytest
 
 from awm_assets.stage_assets import build_stage_assets
-from awm_resources.store import STAGES, ArtifactStore
+from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 from awm_rl.quality.report import scenario_quality
 
 from tests.conftest import PROJECT_ROOT
@@ -48,6 +48,10 @@ def test_the_recorded_partition_is_ready_with_every_task_proven_solvable(replaye
     failures = [ev.step_key for ev in result.all_events if ev.is_step_failure]
     assert result.success, f"stages failed on the real model's answers: {failures}"
     assert store.present_stages(SCENARIO) == list(STAGES)
+    # Recorded: task 6's verifier needed a second attempt because optional body fields sent flat were dropped;
+    # with them mapped back (tools.py), every stage passes at its first attempt.
+    attempts = {stage: store.stage_status(SCENARIO, stage)["attempts"] for stage in PIPELINE_STAGES}
+    assert set(attempts.values()) == {1}, attempts
     for ev in result.get_asset_check_evaluations():
         if ev.asset_key.path[-1] == "env_code" and not ev.passed:
             # Its answer predates the prompt's DATABASE_PATH rule (path or sqlite:/// URL): flagged, not blocking.
