@@ -12,6 +12,7 @@ from pydantic import Field, PrivateAttr
 from awm_resources.embedder import ApiEmbedder, Embedder
 from awm_resources.llm import REPLAY_MODEL, LLMClient, stage_settings_from_env
 from awm_resources.store import ArtifactStore, default_home
+from awm_rl.settings import env_number  # noqa: F401 - the one numeric-setting helper, re-exported
 
 
 class StageLLMConfig(dg.Config):
@@ -123,18 +124,6 @@ class SynthesisSettings(dg.ConfigurableResource):
 def env_or(name: str, default=None):
     """`EnvVar(name)` when the variable is set (shown as such in the UI), else the default."""
     return dg.EnvVar(name) if os.environ.get(name) else default
-
-
-def env_number(name: str, default: float, kind: type = float) -> float | int:
-    """A numeric setting from the environment (`kind` int or float), `default` when unset or empty; a value
-    that is not a number is an error naming the variable, not a bare traceback."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return kind(default)
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
 
 
 def max_retries() -> int:

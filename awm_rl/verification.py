@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 
 from awm_rl.runtime.sandbox import (isolation_level, returncode_signal, sandbox_available, sandboxed_command,
                                     seccomp_level, spawn)
+from awm_rl.settings import scratch_mb
 
 # The import allow-list lives in the worker script (ALLOWED_IMPORTS there): it runs stdlib-only.
 WORKER_SCRIPT = Path(__file__).with_name("_verifier_worker.py")
@@ -259,7 +260,7 @@ class VerifierSandbox:
             argv.append("own-pid-namespace")
         # The scratch folder (database copies) is read-only inside; the worker's code is too.
         argv, env = sandboxed_command(argv, readable=[self._scratch, WORKER_SCRIPT.parent], env=env,
-                                      cwd=self._scratch)
+                                      cwd=self._scratch, scratch_mb=scratch_mb("verifier"))
         proc = spawn(
             argv,
             stdin=subprocess.PIPE,

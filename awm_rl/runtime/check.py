@@ -33,6 +33,7 @@ import itertools
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -46,7 +47,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from awm_rl.limits import untrusted_env
-from awm_rl.runtime.sandbox import isolation_level, returncode_signal, sandboxed_command, seccomp_level, spawn
+from awm_rl.settings import scratch_mb
+from awm_rl.runtime.sandbox import (isolation_level, returncode_signal, sandboxed_command, scratch_files,
+                                    scratch_files_limit, scratch_summary, seccomp_level, spawn)
 
 # Interpreter start plus FastAPI/SQLAlchemy/pydantic imports on a busy 2-core machine.
 STARTUP_ALLOWANCE_S = 20.0
@@ -73,6 +76,8 @@ class EnvCodeCheck(BaseModel):
         default=None, description="task_idx -> reference-solution run: calls with status, final database file")
     isolation: str | None = Field(
         default=None, description="OS isolation the check ran under: 'bubblewrap' or 'none: <reason>'")
+    scratch: str | None = Field(
+        default=None, description="the worker's bounds on scratch space: its tmpfs and its on-disk folders")
     seccomp: str | None = Field(
         default=None, description="seccomp filter of the check's worker: 'seccomp: N syscalls denied ...' or "
                                   "'off: <reason>'")
@@ -101,6 +106,7 @@ def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | N
                              memory_mb=memory_mb, probe=probe, solutions=solutions, snapshot_dir=snapshot_dir)
     result.isolation = isolation_level()
     result.seccomp = seccomp_level()
+    result.scratch = f"{scratch_summary('check')}; its folders on disk {scratch_mb('check')} MB in all"
     return result
 
 
@@ -127,7 +133,9 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
         if snapshot_dir is not None:
             Path(snapshot_dir).mkdir(parents=True, exist_ok=True)
             writable.append(Path(snapshot_dir).resolve())
+        disk_limit = scratch_mb("check") * 2**20
         job = {"timeout_s": timeout_s, "memory_mb": memory_mb, "expected_tools": expected_tools, "probe": probe,
+               "file_size_limit": disk_limit,
                "solutions": {str(k): v for k, v in (solutions or {}).items()},
                "snapshot_dir": str(Path(snapshot_dir).resolve()) if snapshot_dir else None}
         (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
@@ -135,17 +143,15 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
         # system, writable only `work` and the snapshot folder, a clean environment, uid nobody.
         argv, env = sandboxed_command([sys.executable, "-m", "awm_rl.runtime.check", str(work)], writable=writable,
                                       env=untrusted_env(PYTHONDONTWRITEBYTECODE="1", HOME=str(work), TMPDIR="/tmp"),
-                                      cwd=work)
+                                      cwd=work, scratch_mb=scratch_mb("check"))
         started = time.monotonic()
         with open(work / "stderr.txt", "wb") as err, open(work / "stdout.txt", "wb") as out:
             proc = spawn(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=work, env=env,
                          start_new_session=True)
             try:
-                rc = proc.wait(timeout=timeout_s * (3 if probe or solutions else 1) + STARTUP_ALLOWANCE_S)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                rc = None
+                rc, over = _wait_within(proc, timeout_s * (3 if probe or solutions else 1) + STARTUP_ALLOWANCE_S,
+                                        writable, disk_limit)
+                timed_out = rc is None and over is None
             finally:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
@@ -160,7 +166,13 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
             data.setdefault("lines_of_code", lines)
             data["exit_code"] = rc
             return EnvCodeCheck(**data)
-        if timed_out:
+        if over is not None and over < 0:
+            why = (f"the check's worker kept {-over:,} files in its scratch space, over the limit of "
+                   f"{scratch_files_limit():,} (AWM_SCRATCH_FILES); it was stopped")
+        elif over is not None:
+            why = (f"the check's worker wrote {over / 2**20:.0f} MB into its folders, over the limit of "
+                   f"{disk_limit / 2**20:.0f} MB (AWM_SCRATCH_MB_CHECK); it was stopped")
+        elif timed_out:
             why = f"the check did not finish within {timeout_s + STARTUP_ALLOWANCE_S:.0f}s (killed after {elapsed:.0f}s); " \
                   "the code probably hangs at import or in its health check"
         elif returncode_signal(rc) is not None:
@@ -173,6 +185,39 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
         return EnvCodeCheck(ok=False, lines_of_code=lines, error=why, exit_code=rc)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _folder_bytes(folders: list[Path]) -> int:
+    total = 0
+    for folder in folders:
+        for root, _dirs, files in os.walk(folder):
+            for name in files:
+                try:
+                    total += os.lstat(os.path.join(root, name)).st_blocks * 512
+                except OSError:
+                    pass
+    return total
+
+
+def _wait_within(proc: subprocess.Popen, timeout_s: float, folders: list[Path], limit: int
+                 ) -> tuple[int | None, int | None]:
+    """Wait for the worker: (exit status, None); (None, bytes written) when its on-disk folders passed
+    `limit` (no quota on disk: watched every 0.1 s, each file also capped by RLIMIT_FSIZE in the worker);
+    (None, -files) when it kept more files in its tmpfs than allowed; (None, None) at the deadline."""
+    until = time.monotonic() + timeout_s
+    before = _folder_bytes(folders)  # what was there already (the inputs, earlier snapshots) does not count
+    while time.monotonic() < until:
+        try:
+            return proc.wait(timeout=0.1), None
+        except subprocess.TimeoutExpired:
+            pass
+        used = _folder_bytes(folders) - before
+        if used > limit:
+            return None, used
+        files = scratch_files(proc.pid)
+        if files is not None and files > scratch_files_limit():
+            return None, -files
+    return None, None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,6 +370,9 @@ def _worker(work: Path) -> int:
 
     memory_mb = int(job["memory_mb"])
     apply_memory_limit(memory_mb)
+    if job.get("file_size_limit"):  # no single file beyond the folders' limit (the parent watches the sum)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails (EFBIG) instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(job["file_size_limit"]),) * 2)
     host_mod._watchdog = Watchdog(rss_cap_mb=int(rss_bytes() / 2**20) + memory_mb)
     arm_permanently()
     timeout_s = float(job["timeout_s"])

@@ -10,7 +10,11 @@
   `/sbin`), a few harmless files of `/etc`, the Python installation and virtual environment, and
   the project's own packages; nothing else of the host exists inside (no home directory, no
   project `.env`, no `/run`, no Ray session folder),
-- with an empty `/tmp` (tmpfs) and only the given folders writable (its scratch, its databases),
+- with an empty `/tmp` and `/dev/shm`, each a tmpfs of `scratch_mb` MB (`--size`; the role's
+  `awm_rl.settings.scratch_mb`): tmpfs pages are host memory that the worker's address-space cap does not
+  count, so without a size a handler writing into `/tmp` took 4.5 GB of the host in seconds; at the
+  limit a write fails with `OSError: [Errno 28] No space left on device` in that call; the rest of
+  `/dev` is read-only; only the given folders are writable besides (see `awm_rl.runtime.check`),
 - with a clean environment (`--clearenv`, then only what the caller passes; `bwrap` itself is
   started with a minimal environment, because its PID-1 helper's `/proc/1/environ` is readable inside),
 - as `nobody` (65534) in a new user namespace with no capabilities, which cannot create further user
@@ -100,7 +104,7 @@ def _readonly_paths(extra: Iterable[Path] = ()) -> list[Path]:
     return sorted(roots)
 
 
-def _base_args(*, user_ns: bool, disable_userns: bool = False) -> list[str]:
+def _base_args(*, user_ns: bool, disable_userns: bool = False, scratch_mb: int | None = None) -> list[str]:
     args = ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
             "--new-session", "--clearenv"]
     if user_ns:
@@ -118,15 +122,26 @@ def _base_args(*, user_ns: bool, disable_userns: bool = False) -> list[str]:
         p = Path("/etc") / name
         if p.exists():
             args += ["--ro-bind", str(p), str(p)]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    size = ["--size", str(scratch_bytes(scratch_mb))]
+    # /dev is bubblewrap's own tmpfs: its /dev/shm gets a bounded one, then the rest is made read-only.
+    args += ["--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+             *size, "--tmpfs", "/tmp"]
     return args
+
+
+def scratch_bytes(scratch_mb: int | None = None) -> int:
+    """Size of each tmpfs of a sandboxed worker: `scratch_mb` MB, by default the "host" role's setting."""
+    from awm_rl.settings import scratch_mb as setting
+
+    return int(scratch_mb if scratch_mb is not None else setting("host")) * 2**20
 
 
 def build_command(argv: Sequence[str], *, writable: Iterable[Path] = (), readable: Iterable[Path] = (),
                   env: Mapping[str, str] | None = None, cwd: Path | None = None, user_ns: bool = True,
-                  disable_userns: bool = False, bwrap: str | None = None) -> list[str]:
+                  disable_userns: bool = False, bwrap: str | None = None, scratch_mb: int | None = None) -> list[str]:
     """The bwrap command line for `argv` (no availability check; see `sandboxed_command`)."""
-    args = [bwrap or bwrap_path() or "bwrap", *_base_args(user_ns=user_ns, disable_userns=disable_userns)]
+    args = [bwrap or bwrap_path() or "bwrap",
+            *_base_args(user_ns=user_ns, disable_userns=disable_userns, scratch_mb=scratch_mb)]
     readable = list(readable)
     for entry in (env or {}).get("PYTHONPATH", "").split(os.pathsep):
         # A project root on PYTHONPATH is not exposed (its .env, its data): its packages are, below.
@@ -248,12 +263,13 @@ def isolation_summary(level: str | None = None, seccomp: str | None = None) -> s
 
 def sandboxed_command(argv: Sequence[str], *, writable: Iterable[Path] = (), readable: Iterable[Path] = (),
                       env: Mapping[str, str] | None = None, cwd: Path | None = None,
-                      ) -> tuple[list[str], dict[str, str]]:
+                      scratch_mb: int | None = None) -> tuple[list[str], dict[str, str]]:
     """(command line, environment to start it with) for a worker running generated code.
 
     With bubblewrap, `env` is set inside the sandbox only (plus `AWM_SECCOMP=1` when the seccomp filter
     works here: the worker's entry point must call `awm_rl.runtime.seccomp.enforce_in_sandbox()` first) and
     the launcher gets a minimal environment; without it (see `isolation_level()`), `argv` and `env` come back unchanged.
+    `scratch_mb`: MB of each of its tmpfs (`/tmp`, `/dev/shm`), by default `awm_rl.settings.scratch_mb("host")`.
     """
     env = dict(env or {})
     if not sandbox_available():
@@ -262,7 +278,44 @@ def sandboxed_command(argv: Sequence[str], *, writable: Iterable[Path] = (), rea
     if seccomp_level().startswith("seccomp"):
         env["AWM_SECCOMP"] = "1"  # the entry point applies the filter (awm_rl.runtime.seccomp) or exits
     return build_command(argv, writable=writable, readable=readable, env=env, cwd=cwd, user_ns=found.user_ns,
-                         disable_userns=found.disable_userns), dict(_LAUNCH_ENV)
+                         disable_userns=found.disable_userns, scratch_mb=scratch_mb), dict(_LAUNCH_ENV)
+
+
+def scratch_files(pid: int) -> int | None:
+    """Files and folders in the private `/tmp` and `/dev/shm` of the sandbox that bwrap `pid` started, read
+    from outside (statvfs through `/proc/<its child>/root`); None when it cannot be seen (ended, no sandbox).
+
+    The tmpfs size bounds bytes, not inodes: each empty file still costs ~1 KB of kernel memory (200,000
+    took 200 MB of slab in 3 s), and bubblewrap cannot set `nr_inodes`; so the worker's parent counts them
+    (`scratch_files_limit`) and ends a worker that passes the limit."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
+            inner = fh.read().split()
+        if not inner:
+            return None
+        total = 0
+        for where in ("tmp", "dev/shm"):
+            st = os.statvfs(f"/proc/{inner[0]}/root/{where}")
+            total += st.f_files - st.f_ffree - 1  # less the mount's own root folder
+        return total
+    except (OSError, ValueError):
+        return None
+
+
+def scratch_files_limit() -> int:
+    from awm_rl.settings import scratch_files
+
+    return scratch_files()
+
+
+def scratch_summary(role: str) -> str:
+    """How a sandboxed worker of `role` is bounded on scratch space, for reports: "scratch: /tmp and /dev/shm
+    64 MB each (tmpfs), 10,000 files in all", or "scratch: the host's /tmp, unbounded (no sandbox)"."""
+    from awm_rl.settings import scratch_mb
+
+    if not sandbox_available():
+        return "scratch: the host's /tmp, unbounded (no sandbox)"
+    return f"scratch: /tmp and /dev/shm {scratch_mb(role)} MB each (tmpfs), {scratch_files_limit():,} files in all"
 
 
 def returncode_signal(rc: int | None) -> int | None:

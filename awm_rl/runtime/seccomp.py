@@ -9,7 +9,12 @@ them to itself before it imports or runs any generated code:
 - EPERM: every syscall in `DENIED_SYSCALLS` (those the architecture has),
 - EPERM: `clone` with any namespace flag (`NAMESPACE_FLAGS`); plain `fork`/threads are unaffected,
 - ENOSYS: `clone3` (its flags live in memory a filter cannot read; glibc then falls back to `clone`,
-  as under Docker's default profile),
+  as under Docker's default profile) and `memfd_create` (in `ENOSYS_SYSCALLS`),
+- memory beyond the worker's limits: a memfd written with write() is host memory that neither the
+  address-space cap nor the bounded scratch tmpfs counts, so `memfd_create` answers ENOSYS (as a kernel
+  without it would: code that tries it falls back to a file in the bounded `/tmp`); SysV shared memory
+  and message queues (`shmget`, `msgget`: EPERM) keep their pages after the worker unmaps them, up to
+  the IPC namespace's limits (gigabytes); POSIX shared memory is a file in the bounded `/dev/shm`,
 - EPERM: any syscall of another ABI (32-bit `int 0x80` on x86_64, the x32 range `nr >= 0x40000000`),
 - everything else is allowed.
 
@@ -49,7 +54,12 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     # the machine itself
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
     "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "iopl", "ioperm", "uselib",
+    # memory the worker's limits do not count: SysV shared memory segments and message queues
+    "shmget", "msgget",
 )
+# Answered ENOSYS (as by a kernel without them), so callers fall back: clone3 to clone (whose flags the
+# filter reads), memfd_create to a file in the bounded /tmp.
+ENOSYS_SYSCALLS: tuple[str, ...] = ("clone3", "memfd_create")
 # clone() flags that create namespaces (CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET).
 NAMESPACE_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
@@ -64,14 +74,15 @@ SYSCALLS: dict[str, dict[str, int]] = {
                "name_to_handle_at": 303, "kexec_load": 246, "kexec_file_load": 320, "init_module": 175,
                "finit_module": 313, "delete_module": 176, "reboot": 169, "swapon": 167, "swapoff": 168,
                "acct": 163, "quotactl": 179, "iopl": 172, "ioperm": 173, "uselib": 134,
-               "clone": 56, "seccomp": 317},
+               "shmget": 29, "msgget": 68, "memfd_create": 319, "clone": 56, "seccomp": 317},
     "aarch64": {**_COMMON, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "kcmp": 272,
                 "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "setns": 268, "unshare": 97,
                 "keyctl": 219, "add_key": 217, "request_key": 218, "bpf": 280, "perf_event_open": 241,
                 "userfaultfd": 282, "fanotify_init": 262, "lookup_dcookie": 18, "open_by_handle_at": 265,
                 "name_to_handle_at": 264, "kexec_load": 104, "kexec_file_load": 294, "init_module": 105,
                 "finit_module": 273, "delete_module": 106, "reboot": 142, "swapon": 224, "swapoff": 225,
-                "acct": 89, "quotactl": 60, "clone": 220, "seccomp": 277},
+                "acct": 89, "quotactl": 60, "shmget": 194, "msgget": 186, "memfd_create": 279,
+                "clone": 220, "seccomp": 277},
 }
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _X32_SYSCALL_BIT = 0x40000000
@@ -102,9 +113,9 @@ def native_arch() -> str | None:
 
 
 def denied_syscalls(arch: str) -> list[str]:
-    """The syscalls denied outright on `arch` (EPERM; `clone3` ENOSYS), in filter order."""
+    """The syscalls denied outright on `arch` (EPERM; those of `ENOSYS_SYSCALLS` ENOSYS), in filter order."""
     table = SYSCALLS[arch]
-    return [name for name in DENIED_SYSCALLS if name in table] + ["clone3"]
+    return [name for name in DENIED_SYSCALLS if name in table] + list(ENOSYS_SYSCALLS)
 
 
 def build_program(arch: str) -> list[tuple[int, int, int, int]]:
@@ -122,7 +133,8 @@ def build_program(arch: str) -> list[tuple[int, int, int, int]]:
     if arch == "x86_64":
         body.append((_JGE_K, "eperm", 0, _X32_SYSCALL_BIT))  # the x32 ABI shares AUDIT_ARCH_X86_64
     body += [(_JEQ_K, "eperm", 0, nr) for nr in deny]
-    body += [(_JEQ_K, "enosys", 0, table["clone3"]), (_JEQ_K, "clone", "allow", table["clone"])]
+    body += [(_JEQ_K, "enosys", 0, table[name]) for name in ENOSYS_SYSCALLS]
+    body.append((_JEQ_K, "clone", "allow", table["clone"]))
     # The shared tail (jumps go forward only): clone's flag test, then the three verdicts.
     tail = {"clone": len(body), "allow": len(body) + 2, "eperm": len(body) + 3, "enosys": len(body) + 4}
     body += [
