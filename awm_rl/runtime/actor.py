@@ -67,14 +67,14 @@ class OpError:
 IMPORT_CRASH_LIMIT = 3  # worker deaths before ready, after which a scenario is quarantined
 STARTUP_ALLOWANCE_S = 20.0  # interpreter start plus FastAPI/SQLAlchemy imports on a busy machine
 REQUEST_GRACE_S = 15.0  # beyond a request's call deadlines (the worker's watchdog grace, cancellation)
-OP_KINDS = ("call", "reset", "open", "release", "create", "load", "snapshot", "snapshot_bytes")
+OP_KINDS = ("call", "reset", "open", "release", "create", "load", "snapshot", "snapshot_bytes", "output_schemas")
 
 
 def _op_scenario(op: Any) -> str | None:
     """The scenario an operation belongs to: named by create/load, the prefix of an instance id otherwise."""
     if not isinstance(op, (list, tuple)) or len(op) < 2 or op[0] not in OP_KINDS or not isinstance(op[1], str):
         return None
-    return op[1] if op[0] in ("create", "load") else op[1].rsplit(":", 2)[0]
+    return op[1] if op[0] in ("create", "load", "output_schemas") else op[1].rsplit(":", 2)[0]
 
 
 def _lost(op: Any, message: str, kind: str = "unknown") -> Any:
@@ -93,9 +93,16 @@ class EnvHost:
 
     def __init__(self, store_root: str, *, call_timeout_s: float = 10.0, memory_mb: int | None = 6144,
                  rss_cap_mb: int | None = 8192, import_timeout_s: float = 60.0, isolate: bool | None = None,
-                 max_open_instances: int = DEFAULT_OPEN_INSTANCES):
+                 max_open_instances: int = DEFAULT_OPEN_INSTANCES, max_answer_bytes: int | None = None,
+                 max_request_bytes: int | None = None):
+        from awm_rl import settings
         from awm_rl.limits import drop_secrets
         from awm_rl.runtime.sandbox import isolation_level, sandbox_available
+
+        # Resolved here (this process's settings) and handed to the workers with the other options.
+        self.max_answer_bytes = max_answer_bytes or settings.max_answer_bytes()
+        limits = {"max_answer_bytes": self.max_answer_bytes,
+                  "max_request_bytes": max_request_bytes or settings.max_request_bytes()}
 
         self._isolated = False
         self.isolation = "none: host runs in this process (isolate=False)"
@@ -112,7 +119,7 @@ class EnvHost:
             self.call_timeout_s = call_timeout_s
             self.import_timeout_s = import_timeout_s
             self._options = dict(call_timeout_s=call_timeout_s, memory_mb=memory_mb, rss_cap_mb=rss_cap_mb,
-                                 import_timeout_s=import_timeout_s, max_open_instances=max_open_instances)
+                                 import_timeout_s=import_timeout_s, max_open_instances=max_open_instances, **limits)
             self._workers: dict[str, _ScenarioWorker] = {}
             self._start_locks: dict[str, threading.Lock] = {}
             self._import_crashes: dict[str, list[str]] = {}
@@ -125,10 +132,11 @@ class EnvHost:
             return
         self._local_lock = threading.Lock()
         self._init_local(store_root, call_timeout_s=call_timeout_s, memory_mb=memory_mb, rss_cap_mb=rss_cap_mb,
-                         import_timeout_s=import_timeout_s, max_open_instances=max_open_instances)
+                         import_timeout_s=import_timeout_s, max_open_instances=max_open_instances, limits=limits)
 
     def _init_local(self, store_root: str, *, call_timeout_s: float, memory_mb: int | None,
-                    rss_cap_mb: int | None, import_timeout_s: float, max_open_instances: int) -> None:
+                    rss_cap_mb: int | None, import_timeout_s: float, max_open_instances: int,
+                    limits: dict[str, int]) -> None:
         import fastapi  # noqa: F401 - warm the heavy imports so a scenario's cold start is its own cost
         import sqlalchemy  # noqa: F401
 
@@ -143,7 +151,7 @@ class EnvHost:
             host_mod._watchdog = Watchdog(rss_cap_mb=rss_cap_mb)
         install_guard()
         self.host = MultiHost(store_root, call_timeout_s=call_timeout_s, import_timeout_s=import_timeout_s,
-                              max_open_instances=max_open_instances)
+                              max_open_instances=max_open_instances, **limits)
         _warm_up()
         # Loaded code and scenarios are long-lived: keep them out of every cyclic-GC pass, and collect
         # young objects less often (each tool call allocates many short-lived ones).
@@ -153,7 +161,11 @@ class EnvHost:
 
     # -- isolated workers ----------------------------------------------------------------------
     def _monitor(self) -> None:
-        """Kill a worker that does not answer a request within its deadline (that scenario only)."""
+        """Kill a worker that does not answer a request within its deadline, or keeps more files in its
+        scratch tmpfs than allowed (`sandbox.scratch_files`); that scenario only."""
+        from awm_rl.runtime.sandbox import scratch_files, scratch_files_limit
+
+        limit = scratch_files_limit()
         while True:
             time.sleep(0.2)
             now = time.monotonic()
@@ -161,6 +173,10 @@ class EnvHost:
                 until = worker.busy_until
                 if until is not None and now > until:
                     worker.kill(f"it did not answer within its deadline ({worker.busy_budget:.0f}s)")
+                files = scratch_files(worker.pid) if worker.alive else None
+                if files is not None and files > limit:
+                    worker.kill(f"it kept {files:,} files in its scratch space, over the limit of {limit:,} "
+                                "(AWM_SCRATCH_FILES)")
 
     def _worker_for(self, scenario: str, *, start: bool) -> tuple["_ScenarioWorker | None", str | None]:
         """The live worker of `scenario` (started when `start`), or (None, why not)."""
@@ -228,7 +244,7 @@ class EnvHost:
                 groups.setdefault(scenario, []).append(i)
         workers: dict[str, _ScenarioWorker] = {}
         for scenario, idx in groups.items():
-            start = any(ops[i][0] in ("create", "load") for i in idx)
+            start = any(ops[i][0] in ("create", "load", "output_schemas") for i in idx)
             worker, why = self._worker_for(scenario, start=start)
             if worker is None:
                 why = why or (f"instance of {scenario!r} is not hosted here (released, or the worker of its "
@@ -269,6 +285,8 @@ class EnvHost:
                         inside += wall
                     if ops[i][0] == "snapshot" and not isinstance(res, OpError):
                         res = _write_snapshot(res, Path(ops[i][2]))
+                    elif isinstance(res, ToolResult):
+                        res = _bounded(res, self.max_answer_bytes)
                     results[i] = (res, wall, cpu) if timed else res
         finally:
             for scenario in order:
@@ -343,6 +361,13 @@ class EnvHost:
                 return self.host.snapshot(op[1], op[2])
             if kind == "snapshot_bytes":
                 return self.host.snapshot_bytes(op[1])
+            if kind == "output_schemas":  # for `awm serve`: built where the app is, sent as plain JSON
+                from awm_rl.runtime.output_schemas import build_output_schemas
+
+                self.host.load(op[1])
+                scenario = self.host.hosts[op[1]]
+                return {name: [out.schema, out.wrapped]
+                        for name, out in build_output_schemas(scenario.env.app, scenario.tools).items()}
             return OpError("internal", f"unknown operation {kind!r}")
         except EnvLoadError as exc:
             return OpError("load", str(exc))
@@ -378,6 +403,23 @@ class EnvHost:
 
     def call(self, iid: str, name: str, arguments: Any = None) -> ToolResult:
         return self.run_batch([("call", iid, name, arguments)])[0]
+
+    def worker_alive(self, scenario: str) -> bool:
+        """Whether `scenario` has a live worker (isolated hosts; in-process hosts always answer True)."""
+        if not self._isolated:
+            return True
+        with self._lock:
+            worker = self._workers.get(scenario)
+            return worker is not None and worker.alive
+
+    def close(self) -> None:
+        """End the isolated workers (in-process hosts: close their scenarios)."""
+        if not self._isolated:
+            self.host.close()
+            return
+        for worker in list(self._workers.values()):
+            worker.kill("its host is closing")
+        self._workers.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -552,6 +594,16 @@ class _ScenarioWorker:
         self.cause = cause
         sys.stderr.write(f"awm host: the isolated worker of {self.scenario!r} ended ({exc}): {cause}\n")
         sys.stderr.flush()
+
+
+def _bounded(res: ToolResult, limit: int) -> ToolResult:
+    """A worker's answer within the answer limit, or an environment error naming it: the worker enforces
+    the limit at the source, this is the same check where the worker (running generated code) is not trusted."""
+    size = len(res.text.encode("utf-8", errors="replace")) if len(res.text) * 4 > limit else len(res.text)
+    if size <= limit:
+        return res
+    return environment_error(f"environment error: the tool's answer is {size:,} bytes, over the limit of "
+                             f"{limit:,} bytes (AWM_MAX_ANSWER_BYTES); it was not sent", status=502)
 
 
 def _write_snapshot(res: Any, out_dir: Path) -> Any:

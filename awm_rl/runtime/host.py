@@ -14,7 +14,10 @@ its next call (~0.3 ms). Only instances between calls, with no open transaction,
 `MultiHost` holds several scenarios in one process (what a Ray host actor wraps). Both run every
 piece of generated code under the process's limits (`awm_rl.limits`): network refused, a deadline
 per call (soft: `CallTimeout` raised in the handler; hard: the watchdog exits the process), and a
-memory cap applied by whoever starts the process.
+memory cap applied by whoever starts the process. What crosses a call is bounded too (`awm_rl.settings`):
+arguments above `AWM_MAX_REQUEST_BYTES` are refused (an agent error, 413) and an answer above
+`AWM_MAX_ANSWER_BYTES` is dropped as the app streams it out (an environment error, 502, naming both sizes),
+so no oversized answer leaves the worker, whoever called (pool, `awm serve`, env check, quality probe).
 
 Error kinds in `ToolResult.error_kind`: "agent" (the caller's mistake: unknown tool, arguments that
 are not a JSON object, an argument the tool does not take, HTTP 4xx such as FastAPI's 422) and
@@ -41,8 +44,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from awm_rl import settings
 from awm_rl.limits import CallTimeout, Watchdog, deadline, untrusted
-from awm_rl.runtime.asgi import asgi_request
+from awm_rl.runtime.asgi import AnswerTooLarge, asgi_request
 from awm_rl.runtime.db import (_Slot, build_template, current_slot, open_instance_db, write_db_file)
 from awm_rl.runtime.envcode import EnvLoadError, LoadedEnv, load_env
 from awm_rl.runtime.tools import (ArgumentError, ToolRoute, build_tool_routes, check_argument_names, parse_arguments,
@@ -87,6 +91,8 @@ def _generated_frames(error: BaseException, limit: int = 3) -> str:
 
 
 def _result_from_http(status: int, body: bytes, error: BaseException | None = None) -> ToolResult:
+    if isinstance(error, AnswerTooLarge):  # an environment failure: the agent never receives the body
+        return environment_error(f"environment error: {error}", status=502)
     text = body.decode("utf-8", errors="replace")
     if status < 400:
         return ToolResult(ok=True, status=status, text=text)
@@ -198,11 +204,15 @@ class ScenarioHost:
 
     def __init__(self, scenario: str, code: str, initial_db: Path, *, source_path: str | None = None,
                  call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S, import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S,
-                 max_open_instances: int = DEFAULT_OPEN_INSTANCES):
+                 max_open_instances: int = DEFAULT_OPEN_INSTANCES, max_answer_bytes: int | None = None,
+                 max_request_bytes: int | None = None):
         t0 = time.perf_counter()
         c0 = time.process_time()
         self.scenario = scenario
         self.call_timeout_s = call_timeout_s
+        # what may leave (an answer) and come in (the arguments), `awm_rl.settings` unless given
+        self.max_answer_bytes = max_answer_bytes or settings.max_answer_bytes()
+        self.max_request_bytes = max_request_bytes or settings.max_request_bytes()
         self.max_open_instances = max(1, max_open_instances)
         self._open: OrderedDict[str, _Instance] = OrderedDict()  # instances with a connection, oldest use first
         self._ids = itertools.count(1)
@@ -400,6 +410,16 @@ class ScenarioHost:
             return agent_error(422, json.dumps({"detail": detail}))
         return req
 
+    def _sized(self, name: str, req: Any) -> Any:
+        """The prepared request, or an agent error (413) when its arguments pass `max_request_bytes`."""
+        if isinstance(req, ToolResult):
+            return req
+        size = len(req.body or b"") + len(req.query or b"") + len(req.path)
+        if size > self.max_request_bytes:
+            return agent_error(413, f"The arguments of tool {name!r} are {size:,} bytes, over the limit of "
+                                    f"{self.max_request_bytes:,} bytes (AWM_MAX_REQUEST_BYTES).")
+        return req
+
     def call_tool(self, iid: str, name: str, arguments: dict[str, Any] | str | None = None) -> ToolResult:
         """Run one tool call synchronously (main thread of a worker: soft deadline via SIGALRM)."""
         t0 = time.perf_counter()
@@ -407,7 +427,7 @@ class ScenarioHost:
             inst = self._get(iid)
         except UnknownInstanceError as exc:
             return environment_error(str(exc.args[0]))
-        req = self._prepare(inst, name, arguments)
+        req = self._sized(name, self._prepare(inst, name, arguments))
         if isinstance(req, ToolResult):
             req.elapsed_ms = (time.perf_counter() - t0) * 1000
             return req
@@ -419,7 +439,8 @@ class ScenarioHost:
         task = None
         try:
             with untrusted():
-                task = loop.create_task(asgi_request(self.env.app, req.method, req.path, req.query, req.body))
+                task = loop.create_task(asgi_request(self.env.app, req.method, req.path, req.query, req.body,
+                                                     max_body=self.max_answer_bytes))
                 with self._watchdog.watch(f"tool {name!r} of {self.scenario!r}", self.call_timeout_s), \
                         deadline(self.call_timeout_s):
                     status, body, err = loop.run_until_complete(task)
@@ -456,7 +477,7 @@ class ScenarioHost:
             return await self._call_async_locked(inst, name, arguments, t0)
 
     async def _call_async_locked(self, inst: _Instance, name: str, arguments: Any, t0: float) -> ToolResult:
-        req = self._prepare(inst, name, arguments)
+        req = self._sized(name, self._prepare(inst, name, arguments))
         if isinstance(req, ToolResult):
             return req
         self._conn(inst)
@@ -468,7 +489,8 @@ class ScenarioHost:
             with untrusted(), self._watchdog.watch(f"tool {name!r} of {self.scenario!r}", timeout), \
                     _interrupt_generated(self._filename, timeout):
                 status, body, err = await asyncio.wait_for(
-                    asgi_request(self.env.app, req.method, req.path, req.query, req.body), timeout)
+                    asgi_request(self.env.app, req.method, req.path, req.query, req.body,
+                                 max_body=self.max_answer_bytes), timeout)
             result = _result_from_http(status, body, err)
         except (asyncio.TimeoutError, CallTimeout):
             result = self._recycle(inst, f"tool {name!r} did not return within {timeout:g}s")
@@ -545,8 +567,10 @@ class MultiHost:
 
     def __init__(self, store_root: Path | str, *, call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
                  import_timeout_s: float = DEFAULT_IMPORT_TIMEOUT_S,
-                 max_open_instances: int = DEFAULT_OPEN_INSTANCES):
+                 max_open_instances: int = DEFAULT_OPEN_INSTANCES, max_answer_bytes: int | None = None,
+                 max_request_bytes: int | None = None):
         self.store_root = Path(store_root)
+        self.limits = {"max_answer_bytes": max_answer_bytes, "max_request_bytes": max_request_bytes}
         self.call_timeout_s = call_timeout_s
         self.import_timeout_s = import_timeout_s
         self.max_open_instances = max_open_instances
@@ -571,7 +595,7 @@ class MultiHost:
             try:
                 host = ScenarioHost.from_dir(scenario, folder, call_timeout_s=self.call_timeout_s,
                                              import_timeout_s=self.import_timeout_s,
-                                             max_open_instances=self.max_open_instances)
+                                             max_open_instances=self.max_open_instances, **self.limits)
             except EnvLoadError as exc:
                 self.load_errors[scenario] = str(exc)
                 raise

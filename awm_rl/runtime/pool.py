@@ -354,7 +354,11 @@ class EnvironmentPool:
         # nodes of a cluster whose CPU workers advertise that custom resource (GPU nodes do not).
         Actor = remote_host_class(**(actor_options or {}))
         # `max_open_instances`: open instance databases per scenario and host before idle ones are parked
-        host_options = {} if max_open_instances is None else {"max_open_instances": max_open_instances}
+        host_options: dict[str, Any] = {} if max_open_instances is None else {"max_open_instances": max_open_instances}
+        # the answer and request limits as this driver reads them (AWM_MAX_ANSWER_BYTES, AWM_MAX_REQUEST_BYTES)
+        from awm_rl import settings
+
+        host_options.update(max_answer_bytes=settings.max_answer_bytes(), max_request_bytes=settings.max_request_bytes())
         self._actors = [Actor.remote(str(self.store.root), call_timeout_s=call_timeout_s,
                                      memory_mb=host_memory_mb, rss_cap_mb=host_rss_cap_mb, **host_options)
                         for _ in range(num_hosts)]
