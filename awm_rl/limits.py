@@ -1,7 +1,7 @@
 """Limits for processes that run generated (untrusted) code: memory cap, per-call deadlines, no network.
 
-Generated environment code and verifiers only ever run in worker processes (Ray host actors, the
-`awm serve` process, the env-code check worker). This module is what those processes install so
+Generated environment code and verifiers only ever run in worker processes (the scenario workers of
+the Ray host actors and of `awm serve`, the env-code check worker, the verifier worker). This module is what those processes install so
 that bad code can only hurt itself:
 
 - `apply_memory_limit(mb)`: RLIMIT_AS set to the current address space plus `mb`, so a runaway
@@ -163,7 +163,7 @@ class Watchdog:
 
     `begin(what, timeout_s)` / `end()` bracket each untrusted call. The thread polls a few times a
     second; exiting is the only reliable way to stop a handler stuck in C code or in a thread, and
-    the supervisor (Ray's actor restart, the check runner, the serve process's parent) turns the exit
+    the supervisor (the host actor or `awm serve`, which start a fresh worker; the check runner) turns the exit
     into an Environment Error for the callers.
     """
 

@@ -1,5 +1,5 @@
-"""Hostile environment code behind `awm serve`: the server binds its port, then runs inside bubblewrap
-with the listening socket; the handler's attacks fail there while the server keeps answering."""
+"""Hostile environment code behind `awm serve`: the server runs the MCP front only and the scenario in a
+bubblewrap'd worker it started; the handler's attacks fail there while the server keeps answering."""
 
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ def test_awm_serve_contains_hostile_code(tmp_path, home_secret, victim):
     listener = Listener()
     path, home_value = home_secret
     try:
-        assert Path(f"/proc/{proc.pid}/exe").resolve().name == "bwrap"  # it re-executed itself in the sandbox
+        # the server runs no generated code itself: its worker is a bubblewrap sandbox it started
+        children = [c for task in Path(f"/proc/{proc.pid}/task").iterdir()
+                    for c in (task / "children").read_text().split()]
+        assert any(Path(f"/proc/{c}/exe").resolve().name == "bwrap" for c in children), children
 
         async def session() -> dict:
             async with Client(url) as client:
