@@ -14,6 +14,7 @@ DEFAULT_MAX_REQUEST_BYTES = 1 << 20
 # Scratch per role, MB of tmpfs (host memory): env hosts and `awm serve` workers, the env check, verifiers.
 SCRATCH_ROLES = {"host": 64, "check": 128, "verifier": 64}
 DEFAULT_SCRATCH_FILES = 10_000  # files and folders in a worker's tmpfs (each costs kernel memory, ~1 KB)
+DEFAULT_WORKER_FDS = 1024  # open descriptors of a sandboxed worker (each socket can queue ~220 KB of kernel memory)
 
 
 def env_number(name: str, default: float, kind: type = float) -> float | int:
@@ -59,3 +60,9 @@ def scratch_mb(role: str) -> int:
 def scratch_files() -> int:
     """`AWM_SCRATCH_FILES`: files and folders a sandboxed worker may keep in its tmpfs (its parent ends it beyond)."""
     return _positive("AWM_SCRATCH_FILES", DEFAULT_SCRATCH_FILES)
+
+
+def worker_fds() -> int:
+    """`AWM_WORKER_FDS`: open file descriptors of a sandboxed worker (RLIMIT_NOFILE): a socket pair queues
+    ~220 KB of kernel memory that no other limit counts, so descriptors bound that memory."""
+    return _positive("AWM_WORKER_FDS", DEFAULT_WORKER_FDS)

@@ -307,7 +307,17 @@ def open_pool(store_root: Path, *, instances: int, num_hosts: int | None, call_t
     stats = pool.host_stats()
     meta["os_isolation"] = sorted({str(st.get("isolation")) for st in stats})[0]
     meta["seccomp"] = sorted({str(st.get("seccomp")) for st in stats})[0]  # applied by each scenario worker
+    meta["limits"] = _limits()
     return pool, meta
+
+
+def _limits() -> dict[str, Any]:
+    """The resource bounds the hosts ran under: largest answer and request, scratch space of a worker."""
+    from awm_rl import settings
+    from awm_rl.runtime.sandbox import scratch_summary
+
+    return {"max_answer_bytes": settings.max_answer_bytes(), "max_request_bytes": settings.max_request_bytes(),
+            "scratch": scratch_summary("host")}
 
 
 def start_ours(pool: Any, scenarios: list[str], failures: Failures) -> dict[str, Any]:
@@ -1108,7 +1118,7 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
     left_out = sorted([*failures[0].entries.values(), *failures[1].entries.values()],
                       key=lambda e: order[e["scenario"]])
     return {"ours": ours, "baseline": baseline, "ratios": ratios, "targets": targets,
-            "os_isolation": ours.get("os_isolation"), "seccomp": ours.get("seccomp"),
+            "os_isolation": ours.get("os_isolation"), "seccomp": ours.get("seccomp"), "limits": ours.get("limits"),
             "all_targets_met": all(targets.values()), "scenarios": scenarios, "left_out": left_out,
             "skipped": started["skipped"], "without_env_code": without_code, "runs": runs,
             "call_timeout_s": call_timeout_s,
@@ -1137,6 +1147,9 @@ def _print_text(report: dict[str, Any]) -> None:
           f"{o.get('host_batch_call_cpu_ms_p50')} ms CPU)  total_mb {o.get('total_mb')} for {o['instances']} instances")
     print(f"  os isolation of the hosts: {o.get('os_isolation')}, {o.get('seccomp')} "
           f"(pipe {o.get('host_pipe_ms_p50')} ms per batch)")
+    limits = report.get("limits") or {}
+    print(f"  limits: answers up to {limits.get('max_answer_bytes')} bytes, requests up to "
+          f"{limits.get('max_request_bytes')} bytes, {limits.get('scratch')}")
     print("targets: " + ", ".join(f"{k}={'met' if v else 'MISSED'}" for k, v in report["targets"].items()))
 
 

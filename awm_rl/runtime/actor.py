@@ -309,7 +309,7 @@ class EnvHost:
 
     def stats(self) -> dict[str, Any]:
         from awm_rl.limits import rss_bytes
-        from awm_rl.runtime.sandbox import seccomp_level
+        from awm_rl.runtime.sandbox import scratch_summary, seccomp_level
 
         if not self._isolated:
             with self._local_lock:
@@ -331,7 +331,7 @@ class EnvHost:
         values = sorted(self._pipe_ms)
         # pid: this actor's (a worker's own pid is 2 in its namespace); memory: the actor and its workers.
         return {"pid": os.getpid(), "incarnation": self.incarnation, "isolation": self.isolation,
-                "seccomp": seccomp_level(), "scenarios": scenarios, "load_errors": load_errors,
+                "seccomp": seccomp_level(), "scratch": scratch_summary("host"), "scenarios": scenarios, "load_errors": load_errors,
                 "import_crashes": crashes, "quarantined": quarantined, "workers": worker_pids, "worker_rss_mb": worker_rss,
                 "rss_mb": worker_rss + rss_bytes() / 2**20,
                 "pipe_ms_p50": round(values[len(values) // 2], 4) if values else None}

@@ -15,6 +15,8 @@
   count, so without a size a handler writing into `/tmp` took 4.5 GB of the host in seconds; at the
   limit a write fails with `OSError: [Errno 28] No space left on device` in that call; the rest of
   `/dev` is read-only; only the given folders are writable besides (see `awm_rl.runtime.check`),
+- with at most `AWM_WORKER_FDS` open descriptors (1024; `prlimit`): a socket pair queues ~220 KB of
+  kernel memory no other limit counts (500 pairs held 111 MB), so this bounds that memory (~115 MB),
 - with a clean environment (`--clearenv`, then only what the caller passes; `bwrap` itself is
   started with a minimal environment, because its PID-1 helper's `/proc/1/environ` is readable inside),
 - as `nobody` (65534) in a new user namespace with no capabilities, which cannot create further user
@@ -129,6 +131,18 @@ def _base_args(*, user_ns: bool, disable_userns: bool = False, scratch_mb: int |
     return args
 
 
+def _fd_limit() -> list[str]:
+    """`prlimit --nofile=N:N --` before bwrap (it execs it: same pid), N = `AWM_WORKER_FDS`: kernel memory
+    queued in sockets (500 socket pairs held 111 MB) counts against no other limit of the worker."""
+    from awm_rl.settings import worker_fds
+
+    prlimit = shutil.which("prlimit", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
+    if prlimit is None:
+        log.warning("prlimit not found (util-linux): sandboxed workers keep this process's descriptor limit")
+        return []
+    return [prlimit, f"--nofile={worker_fds()}:{worker_fds()}", "--"]
+
+
 def scratch_bytes(scratch_mb: int | None = None) -> int:
     """Size of each tmpfs of a sandboxed worker: `scratch_mb` MB, by default the "host" role's setting."""
     from awm_rl.settings import scratch_mb as setting
@@ -140,7 +154,7 @@ def build_command(argv: Sequence[str], *, writable: Iterable[Path] = (), readabl
                   env: Mapping[str, str] | None = None, cwd: Path | None = None, user_ns: bool = True,
                   disable_userns: bool = False, bwrap: str | None = None, scratch_mb: int | None = None) -> list[str]:
     """The bwrap command line for `argv` (no availability check; see `sandboxed_command`)."""
-    args = [bwrap or bwrap_path() or "bwrap",
+    args = [*_fd_limit(), bwrap or bwrap_path() or "bwrap",
             *_base_args(user_ns=user_ns, disable_userns=disable_userns, scratch_mb=scratch_mb)]
     readable = list(readable)
     for entry in (env or {}).get("PYTHONPATH", "").split(os.pathsep):

@@ -41,6 +41,7 @@ def test_bench_serve_quick(corpus_store, tmp_path):
     assert ours["host_call_ms_p50"] > 0 and ours["workload_ok_calls"] == ours["workload_calls"] > 0
     assert ours["isolation"]["ok"], ours["isolation"]["problems"]
     assert report["os_isolation"] == "bubblewrap" and report["seccomp"].startswith("seccomp:")
+    assert report["limits"]["max_answer_bytes"] == 1 << 20 and report["limits"]["scratch"].startswith("scratch: /tmp")
     # memory per process: the host actors' sandboxed workers are in it, and PSS never exceeds RSS
     assert ours["memory_by_process"] and 0 < ours["pss_mb_total"] <= ours["rss_mb_total"]
     roles = {row["role"] for row in ours["memory_by_process"]}
