@@ -262,3 +262,19 @@ def dbs_for_verifier(tmp_path):
     db = tmp_path / "db.sqlite"
     sqlite3.connect(db).close()
     return db, db
+
+
+def test_limits_are_settings_that_name_a_bad_value(monkeypatch):
+    from awm_rl import settings
+
+    monkeypatch.setenv("AWM_SCRATCH_MB", "32")
+    monkeypatch.setenv("AWM_SCRATCH_MB_CHECK", "256")
+    assert (settings.scratch_mb("host"), settings.scratch_mb("check")) == (32, 256)  # a role's own wins
+    monkeypatch.setenv("AWM_MAX_ANSWER_BYTES", "1MB")
+    with pytest.raises(ValueError, match="AWM_MAX_ANSWER_BYTES must be an integer, got '1MB'"):
+        settings.max_answer_bytes()
+    monkeypatch.setenv("AWM_WORKER_FDS", "0")
+    with pytest.raises(ValueError, match="AWM_WORKER_FDS must be a positive integer"):
+        settings.worker_fds()
+    with pytest.raises(ValueError, match="unknown scratch role 'trainer'"):
+        settings.scratch_mb("trainer")
