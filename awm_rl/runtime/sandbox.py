@@ -140,7 +140,11 @@ def _fd_limit() -> list[str]:
     if prlimit is None:
         log.warning("prlimit not found (util-linux): sandboxed workers keep this process's descriptor limit")
         return []
-    return [prlimit, f"--nofile={worker_fds()}:{worker_fds()}", "--"]
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    n = worker_fds() if hard == resource.RLIM_INFINITY else min(worker_fds(), hard)  # never above ours
+    return [prlimit, f"--nofile={n}:{n}", "--"]
 
 
 def scratch_bytes(scratch_mb: int | None = None) -> int:
