@@ -8,9 +8,7 @@ from awm_assets.quality_assets import catalog_refresh_condition, every_stage_par
 from awm_assets.resources import StoreResource
 from awm_assets.ui_tables import asset_link, records_table
 
-from awm_assets.synthesis.catalog import assemble_catalog
-
-CATALOG_FILE = "catalog.json"
+from awm_assets.synthesis.catalog import CATALOG_FILE, assemble_catalog
 
 
 @dg.asset(

@@ -32,6 +32,7 @@ FORWARDED = {
     (bench_app, "serve"): ("benchmarks.serve", "main", "environment runtime vs one process per instance"),
     (bench_app, "quality"): ("awm_rl.quality.commands", "bench_quality_main", "probe cost per environment"),
     (bench_app, "scale"): ("benchmarks.scale", "main", "import and catalog at AWM-1K size (--scenarios N)"),
+    (bench_app, "repair"): ("benchmarks.repair", "main", "the repair loop on recorded runs: calls, attempts, tasks proven"),
     (audit_app, "verifiers"): ("awm_rl.commands_rollout", "audit_main", "every verifier on its unchanged database"),
     (eval_app, "bfcl"): ("awm_rl.bfcl.commands", "main", "BFCL multi-turn categories through the agent loop"),
 }
@@ -119,7 +120,7 @@ def catalog(as_json: bool = typer.Option(False, "--json"),
     """Scenarios with statistics and readiness."""
     from awm_resources.store import ArtifactStore
 
-    from awm_assets.synthesis.catalog import build_catalog
+    from awm_assets.synthesis.catalog import build_catalog, written_catalog
 
     if refresh:  # the refresh_catalog job (quality gate + catalog.json), recorded in the Dagster instance
         from awm_assets.headless import refresh_catalog
@@ -128,7 +129,7 @@ def catalog(as_json: bool = typer.Option(False, "--json"),
         result = refresh_catalog(get_instance())
         if not result.success:
             _fail("catalog", f"the refresh_catalog run {result.run_id} failed; see it in the Dagster UI", 1)
-    entries = build_catalog(ArtifactStore())
+    entries = written_catalog(ArtifactStore()) if refresh else build_catalog(ArtifactStore())
     if ready:
         entries = [e for e in entries if e["ready"]]
     text = "\n".join(f"{e['name']:40s} {'ready' if e['ready'] else 'not ready':9s} tasks={e['tasks']} tables={e['tables']} "

@@ -9,6 +9,7 @@ from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 
 AUDIT_FILE = "verifier_audit.json"  # written by awm_rl.reward.audit.write_audit
 QUALITY_FILE = "quality.json"  # written by awm_rl.quality.report.scenario_quality
+CATALOG_FILE = "catalog.json"  # written by the environment_catalog asset; what training reads
 
 
 def catalog_entry(store: ArtifactStore, key: str, quality_result: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -65,12 +66,33 @@ def complete_scenarios(store: ArtifactStore) -> list[str]:
 
 
 def assemble_catalog(store: ArtifactStore) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """What `environment_catalog` builds: the quality gate over the complete scenarios (stored results are
-    reused, so only what changed is checked), then every entry from those results."""
-    from awm_rl.quality.report import quality
+    """What `environment_catalog` builds: the quality gate over the complete scenarios, then every entry
+    from those results. A scenario's stored result is read once, for both, while the files it checked are
+    unchanged; the gate runs (or takes a result over by digest) only for the others."""
+    from awm_rl.quality.report import quality, summarize_batch
 
-    report = quality(store, complete_scenarios(store))
-    return report, build_catalog(store, {r["scenario"]: r for r in report["scenarios"]})
+    complete = complete_scenarios(store)
+    results = {}
+    for key in complete:
+        if (stored := _unchanged_result(store, key)) is not None:
+            results[key] = stored
+    stale = [key for key in complete if key not in results]
+    if stale:
+        results.update({r["scenario"]: r for r in quality(store, stale)["scenarios"]})
+    ordered = [results[key] for key in complete]
+    return {"scenarios": ordered, "totals": summarize_batch(ordered)}, build_catalog(store, results)
+
+
+def _unchanged_result(store: ArtifactStore, key: str) -> dict[str, Any] | None:
+    """The stored quality result if no file it checked changed since (sizes and mtimes, as the gate's own
+    `stored_quality` decides first), else None."""
+    from awm_rl.quality.report import file_stats
+
+    try:
+        data = json.loads(store.path(key, QUALITY_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return data if data.get("file_stats") == file_stats(store, key) else None
 
 
 def build_catalog(store: ArtifactStore, quality_results: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -78,3 +100,10 @@ def build_catalog(store: ArtifactStore, quality_results: dict[str, dict[str, Any
     reading each `quality.json` again."""
     results = quality_results or {}
     return [catalog_entry(store, key, results.get(key)) for key in store.list_scenarios()]
+
+
+def written_catalog(store: ArtifactStore) -> list[dict[str, Any]]:
+    """The entries `environment_catalog` last wrote (ready or not), in `build_catalog`'s order: after a
+    refresh they are the store's entries, without reading every scenario again."""
+    data = json.loads((store.root / CATALOG_FILE).read_text(encoding="utf-8"))
+    return sorted(data["environments"] + data["not_ready"], key=lambda e: e["name"])

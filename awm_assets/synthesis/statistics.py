@@ -38,15 +38,26 @@ def stage_outcome(status: dict[str, Any] | None, attempts: list[dict[str, Any]])
     return "ok" if status.get("valid", True) else "invalid"
 
 
-def stage_rows(store: ArtifactStore, scenarios: list[str]) -> list[dict[str, Any]]:
-    """One row per stage over `scenarios`: synthesized / succeeded / degraded / failed, attempts, tokens, cost."""
+def _stage_records(store: ArtifactStore, key: str) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """A scenario's stored status and attempt records per stage (read once per refresh: they feed both its
+    batch's rows and the overall rows)."""
+    return {stage: (store.stage_status(key, stage) or {}, store.list_attempts(key, stage)) for stage in PIPELINE_STAGES}
+
+
+def stage_rows(store: ArtifactStore, scenarios: list[str],
+               records: dict[str, dict[str, tuple[dict, list]]] | None = None) -> list[dict[str, Any]]:
+    """One row per stage over `scenarios`: synthesized / succeeded / degraded / failed, attempts, tokens, cost.
+    `records` (scenario -> `_stage_records`) saves reading them again."""
+    records = records if records is not None else {}
+    for key in scenarios:
+        if key not in records:
+            records[key] = _stage_records(store, key)
     rows = []
     for stage in PIPELINE_STAGES:
         row: dict[str, Any] = {"stage": stage, "scenarios": 0, "imported": 0, "succeeded": 0, "degraded": 0,
                                "failed": 0, "attempts": 0, **dict.fromkeys(USAGE_KEYS, 0.0)}
         for key in scenarios:
-            status = store.stage_status(key, stage) or {}
-            attempts = store.list_attempts(key, stage)
+            status, attempts = records[key][stage]
             if status.get("source") == "imported" and not attempts:
                 row["imported"] += 1
                 continue
@@ -81,11 +92,14 @@ def synthesis_statistics(store: ArtifactStore) -> dict[str, Any]:
         scenario = store.read_json(key, "scenario.json") if store.has(key, "scenario.json") else {}
         by_batch[scenario.get("seed_batch") or scenario.get("source") or "unknown"].append(key)
 
+    records: dict[str, dict] = {}
+    complete = {k: set(STAGES) <= set(store.present_stages(k)) for keys in by_batch.values() for k in keys}
+
     def summary(name: str, keys: list[str]) -> dict[str, Any]:
-        rows = stage_rows(store, keys)
+        rows = stage_rows(store, keys, records)
         generation = batch_generation_usage(store, name)
         cost = sum(r["cost_usd"] for r in rows) + float(generation.get("cost_usd", 0) or 0)
-        ready = sum(1 for k in keys if set(STAGES) <= set(store.present_stages(k)))
+        ready = sum(1 for k in keys if complete[k])
         return {"batch": name, "scenarios": len(keys), "ready": ready, "stages": rows, "generation": generation,
                 "cost_usd": round(cost, 6),
                 "cost_per_100_environments_usd": round(100 * cost / ready, 4) if ready else None,
