@@ -38,8 +38,11 @@ import urllib.parse
 ALLOWED_IMPORTS = frozenset(
     "__future__ sqlite3 json re datetime zoneinfo time calendar math cmath decimal fractions "
     "numbers statistics collections itertools functools operator heapq bisect typing dataclasses "
-    "enum copy string textwrap difflib unicodedata hashlib base64 uuid".split()
+    "enum copy string textwrap difflib unicodedata hashlib base64 uuid ast html".split()
 )
+# Submodules allowed although their package is not (urllib.request would reach for the network):
+# `import urllib.parse` and `from urllib import parse`. The verifier prompts list these names too.
+ALLOWED_SUBMODULES = frozenset({"urllib.parse"})
 # Internals that allowed modules import lazily through builtins.__import__ (datetime.strptime
 # imports _strptime, for example); loaded up front and then allowed.
 _INTERNAL_IMPORTS = frozenset(
@@ -50,7 +53,7 @@ _INTERNAL_IMPORTS = frozenset(
 # package through importlib.resources). Nothing may load late: after the drop to `nobody` the
 # standard library itself may be unreadable.
 _PRELOADED = ["collections.abc", "inspect", "importlib.resources"]
-for _name in sorted(ALLOWED_IMPORTS | _INTERNAL_IMPORTS) + _PRELOADED:
+for _name in sorted(ALLOWED_IMPORTS | _INTERNAL_IMPORTS | ALLOWED_SUBMODULES) + _PRELOADED:
     try:
         __import__(_name)
     except ImportError:
@@ -178,17 +181,28 @@ def _sqlite_shim() -> types.ModuleType:
     return shim
 
 
+def allowed_imports() -> list[str]:
+    """Every module name a verifier may import, sorted: what the verifier prompts show the model."""
+    return sorted(ALLOWED_IMPORTS | ALLOWED_SUBMODULES)
+
+
+def _allowed_submodule(name: str, fromlist) -> bool:
+    if name in ALLOWED_SUBMODULES:
+        return True
+    return bool(fromlist) and all(f"{name}.{f}" in ALLOWED_SUBMODULES for f in fromlist)
+
+
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
     top = name.split(".", 1)[0]
     if level == 0 and name in _INTERNAL_IMPORTS and name in sys.modules:
         return _REAL_IMPORT(name, globals, locals, fromlist, level)
     if level == 0 and name == "sqlite3":
         return _SQLITE_SHIM
-    if level != 0 or top not in ALLOWED_IMPORTS:
+    if level != 0 or (top not in ALLOWED_IMPORTS and not _allowed_submodule(name, fromlist)):
         if _JOB is not None:
             _JOB.flag(
                 "forbidden_import",
-                f"import of {name!r} is not allowed (allowed: {', '.join(sorted(ALLOWED_IMPORTS))})",
+                f"import of {name!r} is not allowed (allowed: {', '.join(allowed_imports())})",
             )
         raise ImportError(f"verifier sandbox: import of {name!r} is not allowed")
     return _REAL_IMPORT(name, globals, locals, fromlist, level)

@@ -133,7 +133,9 @@ Write INSERT statements for the initial state so that EVERY task is feasible fro
 - Realistic, varied values spread over time (timestamps across weeks or months, fixed literals, never
   datetime('now')); names, amounts and texts that look like the real application's.
 - User 1's rows first; user 1 owns most of the data the tasks touch, other users exist too.
-- Parents before children (they run with PRAGMA foreign_keys=ON); 5 to 15 rows for anything listed.
+- Parents before children (they run with PRAGMA foreign_keys=ON).
+- At least 5 rows for anything listed, and as many more as the tasks need: feasibility comes first (every
+  task's matching and non-matching rows), there is no upper limit per table.
 
 Answer with JSON: {{"tables": [{{"table_name": str, "reasoning": str, "insert_statements": ["INSERT ...", ...]}}]}}""",
         corrections)
@@ -172,7 +174,9 @@ API spec:
 
 Implement the whole API as ONE Python file. Rules:
 - FastAPI + SQLAlchemy 2 ORM + Pydantic v2. ORM models for exactly the schema's tables and columns: where
-  the spec and the schema disagree, the schema wins. ORM only, no raw SQL.
+  the spec and the schema disagree, the schema wins. ORM only, no raw SQL, with one exception: enforce
+  foreign keys with `@event.listens_for(engine, "connect")` running `PRAGMA foreign_keys=ON` on each new
+  connection (a violation then raises IntegrityError: answer 404 or 422 naming the missing record).
 - `DATABASE_PATH = os.getenv("DATABASE_PATH", "app.db")` is a file path or a full SQLAlchemy URL (`sqlite:///...`,
   which other AWM tools pass): `DATABASE_URL = DATABASE_PATH if "://" in DATABASE_PATH else f"sqlite:///{{DATABASE_PATH}}"`
   and, on one line, `engine = create_engine(DATABASE_URL, connect_args={{"check_same_thread": False}})`;
@@ -181,10 +185,14 @@ Implement the whole API as ONE Python file. Rules:
   response needs before the session closes.
 - Exactly one route per (method, path); every endpoint of the spec with `operation_id=` equal to the spec's,
   summary, description, tags and a response_model. GET/DELETE take path and query parameters; POST/PUT/PATCH
-  take path parameters and ONE Pydantic body model. Every request and response field has
+  take path parameters and, when the spec lists body fields, ONE Pydantic body model holding them (required
+  fields `Field(...)`, optional ones with a default; a body of only optional fields is still that one model,
+  e.g. `body: M | None = None`); an endpoint without body fields takes no body parameter. Every request and response field has
   `Field(..., description=..., examples=[...])`. The current user is id 1, applied by the server.
-- Dates and times arrive as ISO 8601 strings: parse them into `datetime` before they reach DateTime columns,
-  and store them in the format the schema's data uses.
+- Dates and times: the schema stores them as TEXT in ISO 8601, so map those columns as `String` and store
+  what arrives in the schema's format ('YYYY-MM-DD HH:MM:SS', or 'YYYY-MM-DD' for dates): validate it with
+  `datetime.fromisoformat` (a bad value is a 422) and write the normalised string. Only a column the schema
+  declares as DATETIME/TIMESTAMP is a `DateTime` column, and only that one takes a parsed `datetime`.
 - Names that collide with SQLAlchemy or Python (`metadata`, `query`, `registry`, keywords such as `from`,
   `class`, `return`): use a safe attribute with the real column name, e.g. `metadata_ = Column("metadata", ...)`.
 - Errors an agent can act on: HTTPException(404) with a clear detail for a missing record, 409 when a
@@ -195,33 +203,63 @@ Implement the whole API as ONE Python file. Rules:
 Answer with the complete file in one ```python block.""", corrections)
 
 
+def verifier_rules() -> str:
+    """What the verifier sandbox and the do-nothing check enforce, from their own definitions
+    (`awm_rl._verifier_worker.allowed_imports`, `awm_rl.reward.audit.PROBE_ANSWERS`)."""
+    from awm_rl._verifier_worker import allowed_imports
+    from awm_rl.reward.audit import PROBE_ANSWERS
+
+    probes = ", ".join("None" if a is None else json.dumps(a) for a in PROBE_ANSWERS)
+    return (f"Imports: only these modules are importable (anything else fails the verifier): "
+            f"{', '.join(allowed_imports())}.\n"
+            f"The do-nothing agent: we run verify_task_completion on the UNCHANGED initial database (as both "
+            f"initial and final) with each of these final answers: {probes}; every one of these runs must return "
+            f"\"others\".")
+
+
+def tools_block(tools: list[dict[str, Any]] | None) -> str:
+    """Tools as agents see them (`ScenarioHost.list_tools`: name, description, input_schema) for a prompt,
+    with what each returns where known (`context.tool_specs`)."""
+    return "\n".join(f"- {t['name']}: {(t.get('description') or '').strip()[:300]}\n  input schema: "
+                     f"{json.dumps(t.get('input_schema', {}), ensure_ascii=False)[:1500]}"
+                     + (f"\n  returns: {json.dumps(t['returns'], ensure_ascii=False)[:600]}" if t.get("returns") else "")
+                     for t in tools or [])
+
+
 def verifier(name: str, task_idx: int, task: str, schema_sql: str, corrections: list[str] | None = None,
-             database: str = "") -> list[dict[str, str]]:
+             database: str = "", tools: list[dict[str, Any]] | None = None) -> list[dict[str, str]]:
     data = f"\nInitial database content (excerpt):\n{database}\n" if database else ""
+    tool_text = (f"\nTools of the environment (the current user is id 1; a tool answers JSON, an error as HTTP "
+                 f"4xx with a detail):\n{tools_block(tools)}\n") if tools else ""
     return _messages(
         f"""Scenario: {name}
 Schema:
 {schema_sql}
-{data}
+{data}{tool_text}
 Task {task_idx}: {task}
 
 Write a verifier for this task that compares the database before (initial) and after (final) an agent
-acted. Python standard library only; open the databases read-only
-(sqlite3.connect(f"file:{{path}}?mode=ro", uri=True)); no printing, file writes or network.
+acted. Open the databases read-only (sqlite3.connect(f"file:{{path}}?mode=ro", uri=True)); no printing,
+file writes or network.
+{verifier_rules()}
 
 1. SQL mode, `verify_task(initial_db_path: str, final_db_path: str) -> dict`: evidence for an LLM judge.
    Query the rows the task concerns in both databases and return them (before, after, and what changed) as
    JSON-serialisable values with clear keys. Do not decide anything here; the judge reads it with the
    success and failure criteria you write below.
 2. Code mode, `verify_task_completion(initial_db_path: str, final_db_path: str, final_answer: str | None = None)
-   -> dict`: the verdict itself, `{{"result": "complete"}}` or `{{"result": "others", "reason": str}}`. Say
-   "complete" only when you are certain the task is done as asked: the intended change happened (compare with
-   the initial database, so that a row that already existed does not count), nothing unrelated was damaged,
-   and for information-seeking tasks `final_answer` states what the database says. An unchanged database
-   must never be "complete". Accept equivalent forms (case, whitespace, number formats) where a user would.
+   -> dict`: the verdict itself, `{{"result": "complete"}}` or `{{"result": "others", "reason": str}}`, plus
+   any details you like (what you found). Say "complete" only when you are certain the task is done as asked.
+   - A task that changes data: the intended change happened (compare with the initial database, so that a
+     row that already existed does not count) and nothing unrelated was damaged; an unchanged database is
+     never "complete".
+   - An information-seeking task (it changes nothing, so a correct agent leaves the database unchanged):
+     the verdict rests on `final_answer`: "complete" only when it states what the database says (the values
+     you query); no answer, or an answer without those values, is "others".
+   Accept equivalent forms (case, whitespace, number formats) where a user would.
 
-Also write `reference_solution`: the tool calls (operation ids of the API, with JSON arguments taken from
-the data above) that complete the task from the initial state, and the final answer an agent would give.
+Also write `reference_solution`: the tool calls (tool names and arguments as listed above, with values taken
+from the data above) that complete the task from the initial state, and the final answer an agent would give.
 It is executed against the environment, and your `verify_task_completion` must then say "complete".
 
 Answer with JSON: {{"reasoning": str, "success_criteria": str, "failure_criteria": str, "python_code": str,
@@ -266,8 +304,7 @@ Current file (server.py):
 def reference_solution(name: str, task_idx: int, task: str, tools: list[dict[str, Any]], verifier_code: str,
                        database: str, corrections: list[str] | None = None) -> list[dict[str, str]]:
     """A task's reference solution for an environment that came without one (`awm repair`)."""
-    tool_text = "\n".join(f"- {t['name']}: {(t.get('description') or '').strip()[:300]}\n  input schema: "
-                          f"{json.dumps(t.get('input_schema', {}), ensure_ascii=False)[:1500]}" for t in tools)
+    tool_text = tools_block(tools)
     return _messages(
         f"""Scenario: {name}
 
@@ -290,7 +327,15 @@ the database (a row you create gets the next id after the largest existing id of
 answer the agent gives the user (it matters for tasks that ask for information). We execute the calls on a
 fresh copy of the environment and then run the verifier, which must say "complete".
 
-Answer with JSON: {{"reasoning": str, "calls": [{{"tool": str, "arguments": {{...}}}}], "final_answer": str | null}}""",
+When an earlier attempt's calls all answered 2xx and the verifier still did not say "complete" (see the
+previous attempts below, with the verifier's returned dict and the rows that changed), decide who is at
+fault and say why in `diagnosis`: "solution" (the calls or the answer were wrong: fix them), "verifier"
+(the calls did the task and the verifier misjudges it, e.g. it reads the wrong database or miscounts: we then
+rewrite the verifier with your diagnosis and run your calls again), or "data" (the initial database already
+holds what the task asks for, so no change can count). Otherwise `at_fault` is null.
+
+Answer with JSON: {{"reasoning": str, "calls": [{{"tool": str, "arguments": {{...}}}}], "final_answer": str | null,
+"at_fault": "solution" | "verifier" | "data" | null, "diagnosis": str | null}}""",
         corrections)
 
 

@@ -52,9 +52,20 @@ class AttemptContext:
         return CallTag(stage=stage, scenario=self.scenario, item=item, attempt=self.attempt)
 
     def corrections(self, item: str | None = None) -> list[str]:
-        """Error summaries of earlier attempts, for the item (None = the whole stage)."""
+        """Error summaries of earlier attempts, for the item (None = the whole stage), each followed by the
+        errors themselves (cut) where the summary does not quote them: a summary may drop the details the
+        model needs (a solution's calls and answers, the verifier's returned dict)."""
         key = item or "_"
-        return [r["error_summaries"][key] for r in self.previous if key in (r.get("error_summaries") or {})]
+        out = []
+        for r in self.previous:
+            summary = (r.get("error_summaries") or {}).get(key)
+            if summary is None:
+                continue
+            raw = "\n".join((r.get("errors") or {}).get(key, []))
+            if raw and raw not in summary:
+                summary += f"\n\nThe errors as we saw them:\n{quote(raw, head=3000, tail=1000)}"
+            out.append(summary)
+        return out
 
 
 @dataclass
@@ -121,7 +132,9 @@ def run_attempt(spec: StageSpec, ctx: AttemptContext, log_fn: Callable[[str], No
     summaries: dict[str, str] = {}
     if not passed:
         for item, errs in result.errors.items():
-            if errs:
+            if errs and ctx.attempt >= ctx.max_attempts:  # no next attempt to read a summary: no call for one
+                summaries[item] = "(last attempt: no summary asked for)\n" + quote("\n".join(errs), head=4000, tail=1000)
+            elif errs:
                 summaries[item] = summarize_errors(ctx, stage, None if item == "_" else item, errs,
                                                    result.excerpts.get(item, result.responses.get(item, "")))
     usage_after = ctx.llm.usage(stage=stage, scenario=key)

@@ -18,6 +18,7 @@ from awm_resources.sqlite_build import (BuildResult, SampleTable, SchemaTable, b
 from awm_resources.store import atomic_path
 
 from awm_assets.synthesis import prompts
+from awm_assets.synthesis.context import task_rows, tool_specs
 from awm_assets.synthesis.models import ApiSpec, SampleOutput, SchemaOutput, TaskList, VerifierOutput
 from awm_assets.synthesis.runner import AttemptContext, AttemptResult
 
@@ -198,6 +199,12 @@ class EnvCodeStage:
         return {"lines_of_code": len(artifact["code"].splitlines())}
 
 
+def with_task_rows(excerpt: str, db_path: Path, task: str) -> str:
+    """The database excerpt plus the rows holding the values the task mentions (`context.task_rows`)."""
+    rows = task_rows(db_path, task)
+    return excerpt + (f"\n\nRows holding values the task mentions:\n{rows}" if rows else "")
+
+
 def probe_error_line(tool: str, report: dict[str, Any]) -> str:
     """One tool's server errors for the error summary: the arguments sent and where the code failed."""
     shown = [e for e in report["errors"] if e["status_code"] >= 500][:2]
@@ -212,7 +219,7 @@ class VerifiersStage:
     name, threshold = "verifiers", 0.0
 
     def attempt(self, ctx: AttemptContext) -> AttemptResult:
-        from awm_rl.verification import VerifierJob, run_verifiers, verifier_functions
+        from awm_rl.verification import verifier_functions
 
         name, _ = scenario_info(ctx)
         task_list = load_tasks(ctx)
@@ -227,12 +234,15 @@ class VerifiersStage:
         entries, sent, raw, errors, excerpts = [], {}, {}, {}, {}
         # The initial data, within a budget: verifiers then query real names and values, not guessed ones.
         database = database_excerpt(ctx.store.path(ctx.scenario, "initial.db"), max_chars=8000)
+        tools = tool_specs(ctx.store, ctx.scenario, ctx.settings) if len(kept) < len(task_list) else []
         for idx, task in enumerate(task_list):
             item = f"task_{idx}"
             if idx in kept:
                 entries.append(kept[idx])
                 continue
-            messages = prompts.verifier(name, idx, task, schema, ctx.corrections(item), database)
+            messages = prompts.verifier(name, idx, task, schema, ctx.corrections(item),
+                                        with_task_rows(database, ctx.store.path(ctx.scenario, "initial.db"), task),
+                                        tools)
             response = ctx.llm.chat(messages, tag=ctx.tag(self.name, item))
             sent[item], raw[item] = messages, response.text
             try:
@@ -247,35 +257,15 @@ class VerifiersStage:
                             "reference_solution": out.reference_solution.model_dump() if out.reference_solution else None,
                             "raw_response": response.text})
             excerpts[item] = out.python_code
-        # Execute every new verifier on the unchanged initial database (the do-nothing agent).
         initial = ctx.store.path(ctx.scenario, "initial.db")
         fresh = [e for e in entries if e["task_idx"] not in kept]
-        jobs, owners = [], []
-        for e in fresh:
-            funcs = e["functions"]
-            if not funcs:
-                errors[f"task_{e['task_idx']}"] = ["defines neither verify_task nor verify_task_completion"]
-                continue
-            for fn in funcs:
-                jobs.append(VerifierJob(code=e["code"], initial_db=initial, final_db=initial, function=fn))
-                owners.append(e["task_idx"])
-        outcomes = run_verifiers(jobs, timeout_s=float(ctx.settings.get("verifier_timeout_s", 10)))
-        vacuous = 0
-        for idx, job, out in zip(owners, jobs, outcomes):
-            item = f"task_{idx}"
-            if not out.ok:
-                errors.setdefault(item, []).append(f"{job.function} failed on the unchanged initial database "
-                                                   f"({out.error_kind}): {out.error}")
-            elif job.function == "verify_task_completion" and out.verdict == "complete":
-                vacuous += 1
-                errors.setdefault(item, []).append("verify_task_completion reports 'complete' on the unchanged "
-                                                   "initial database (passes vacuously)")
+        vacuous = do_nothing_check(fresh, initial, errors, float(ctx.settings.get("verifier_timeout_s", 10)))
         solved = self._check_solutions(ctx, [e for e in fresh if f"task_{e['task_idx']}" not in errors], errors)
         good = [e for e in entries if f"task_{e['task_idx']}" not in errors]
         bad_count = len(task_list) - len(good)
         return AttemptResult(artifact={"verifiers": entries} if entries else None,
                              error_rate=bad_count / max(len(task_list), 1), errors=errors,
-                             metrics={"verifiers": len(good), "vacuous": vacuous, "solutions_proven": solved,
+                             metrics={"verifiers": len(good), "vacuous": len(vacuous), "solutions_proven": solved,
                                       "regenerated": len(task_list) - len(kept)},
                              prompts=sent, responses=raw, excerpts=excerpts)
 
@@ -286,11 +276,11 @@ class VerifiersStage:
         task's verifier regenerate. Returns how many solutions were proven."""
         runnable = {e["task_idx"]: (e["code"], e["reference_solution"]) for e in entries
                     if e.get("reference_solution") and "verify_task_completion" in e["functions"]}
-        failures, error = prove_solutions(ctx, runnable)
+        failures, _, error = prove_solutions(ctx, runnable)
         for idx, failure in failures.items():
             if failure:
                 errors.setdefault(f"task_{idx}", []).append(
-                    failure + ": fix the verifier or the solution so that a correct agent passes")
+                    failure + "\nFix the verifier or the solution so that a correct agent passes.")
         if error:
             errors.setdefault("_", []).append(f"reference solutions could not run: {error}")
         return sum(1 for f in failures.values() if f is None)
@@ -300,17 +290,65 @@ class VerifiersStage:
         return {"verifiers": len(artifact["verifiers"])}
 
 
+def do_nothing_check(entries: list[dict[str, Any]], initial: Path, errors: dict[str, list[str]],
+                     timeout_s: float) -> set[int]:
+    """Run each verifier on the unchanged initial database (the do-nothing agent), code mode once per
+    answer of the audit's `PROBE_ANSWERS` (the verifier prompt names the same answers): a crash or a
+    "complete" is an error of that task. Returns the tasks whose verifier passed vacuously."""
+    from awm_rl.reward.audit import PROBE_ANSWERS
+    from awm_rl.verification import VerifierJob, run_verifiers
+
+    jobs, owners = [], []
+    for e in entries:
+        if not e["functions"]:
+            errors[f"task_{e['task_idx']}"] = ["defines neither verify_task nor verify_task_completion"]
+            continue
+        for fn in e["functions"]:
+            for answer in (PROBE_ANSWERS if fn == "verify_task_completion" else (None,)):
+                jobs.append(VerifierJob(code=e["code"], initial_db=initial, final_db=initial, function=fn,
+                                        final_answer=answer))
+                owners.append(e["task_idx"])
+    vacuous: set[int] = set()
+    crashed: set[tuple[int, str]] = set()
+    for idx, job, out in zip(owners, jobs, run_verifiers(jobs, timeout_s=timeout_s)):
+        item = f"task_{idx}"
+        if not out.ok and (idx, job.function) not in crashed:
+            crashed.add((idx, job.function))
+            errors.setdefault(item, []).append(f"{job.function} failed on the unchanged initial database "
+                                               f"({out.error_kind}): {out.error}")
+        elif job.function == "verify_task_completion" and out.verdict == "complete" and idx not in vacuous:
+            vacuous.add(idx)
+            errors.setdefault(item, []).append(vacuous_line(job.final_answer, out.result))
+    return vacuous
+
+
+def vacuous_line(final_answer: str | None, result: dict | None) -> str:
+    """Why a verifier passes for the do-nothing agent: the answer it was given and everything it returned."""
+    return (f"verify_task_completion reports 'complete' on the unchanged initial database with final_answer="
+            f"{final_answer!r} (passes for an agent that does nothing); it returned: {_cut_json(result, 1500)}")
+
+
+def _cut_json(value: Any, limit: int) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit] + " ...(cut)"
+
+
 def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str, Any]]]
-                    ) -> tuple[dict[int, str | None], str | None]:
+                    ) -> tuple[dict[int, str | None], set[int], str | None]:
     """Run reference solutions (task_idx -> (verifier code, solution)) each on a fresh instance of the
     stored environment, then the code-mode verifier on the database it left. Per task: None when the
-    verifier says complete, else what went wrong; and an error when the environment could not run."""
+    verifier says complete, else why not (`awm_rl.quality.solutions.solution_feedback`: the calls with
+    their answers, the verifier's returned dict, the rows it reads that changed); and an error when the
+    environment could not run; and the tasks whose solution calls all answered 2xx (clean runs)."""
+    from awm_rl.quality.solutions import solution_feedback
     from awm_rl.runtime.check import check_env_code
     from awm_rl.verification import VerifierJob, run_verifiers
 
     server = ctx.store.path(ctx.scenario, "server.py")
     if not runnable or not server.is_file():
-        return {}, None
+        return {}, set(), None
+    out: dict[int, str | None] = {}
+    clean: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="awm-solutions-") as tmp:
         check = check_env_code(server.read_text(encoding="utf-8"), ctx.store.path(ctx.scenario, "initial.db"),
                                timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)),
@@ -319,17 +357,15 @@ def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str
         jobs = [VerifierJob(code=runnable[int(k)][0], initial_db=Path(r["initial_db"]), final_db=Path(r["final_db"]),
                             final_answer=r.get("final_answer")) for k, r in runs.items()]
         outcomes = run_verifiers(jobs, timeout_s=float(ctx.settings.get("verifier_timeout_s", 10)))
-    out: dict[int, str | None] = {}
-    for (k, run), outcome in zip(runs.items(), outcomes):
-        if outcome.ok and outcome.verdict == "complete":
-            out[int(k)] = None
-            continue
-        failed = [c for c in run["calls"] if c["status"] >= 400]
-        calls = "; ".join(f"{c['tool']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)[:200]}) -> HTTP "
-                          f"{c['status']}: {str(c['error'])[:200]}" for c in failed[:3])
-        out[int(k)] = (f"after the reference solution ran on the environment, verify_task_completion says "
-                       f"{outcome.verdict or outcome.error!r}, not 'complete'" + (f"; failed calls: {calls}" if calls else ""))
-    return out, (None if check.solutions is not None else check.error or "the environment worker ended early")
+        for (k, run), outcome in zip(runs.items(), outcomes):
+            if all(c["status"] < 400 for c in run["calls"]):
+                clean.add(int(k))
+            if outcome.ok and outcome.verdict == "complete":
+                out[int(k)] = None
+                continue
+            verdict = outcome.verdict or f"{outcome.error_kind}: {outcome.error}"
+            out[int(k)] = solution_feedback(run, runnable[int(k)][0], verdict, outcome.result)
+    return out, clean, (None if check.solutions is not None else check.error or "the environment worker ended early")
 
 
 def build_stage(name: str, settings: dict[str, Any]):

@@ -23,7 +23,7 @@ from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, static_writable_tables
 from awm_rl.quality.dbfacts import read_facts
 from awm_rl.quality.probe import BUG_STATUSES
-from awm_rl.quality.solutions import SOLUTIONS_FILE, load_solutions
+from awm_rl.quality.solutions import SOLUTIONS_FILE, load_solutions, solution_feedback
 from awm_rl.reward.audit import audit_verifiers, write_audit
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
 from awm_rl.verification import VerifierJob, run_verifiers
@@ -108,6 +108,7 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
             | {t for r in probe.values() for t in r["writes"]}, facts)
         out["tasks"] = _task_checks(store, scenario, records, initial, check.solutions or {}, facts, writable,
                                     verifier_timeout_s)
+        _with_diagnoses(out["tasks"], solutions)
         if judge is not None:
             _judge_solutions(scenario, out["tasks"], records, check.solutions or {}, judge)
     for kind in INELIGIBLE:
@@ -165,12 +166,22 @@ def _task_checks(store: ArtifactStore, scenario: str, records, initial: Path, ru
             if reason:
                 task.update(verdict="blocked", reason=reason)
             if run is not None:
-                task.update(_solvability(run, pairs))
+                task.update(_solvability(run, pairs, code_entry["code"] if code_entry else ""))
                 if task["solvable"] == "no" and task["verdict"] == "ok":
                     task.update(verdict="unsolvable", reason=task["solution_detail"])
         task["eligible"] = task["verdict"] == "ok"
         tasks.append(task)
     return tasks
+
+
+def _with_diagnoses(tasks: list[dict[str, Any]], solutions: dict[int, Any]) -> None:
+    """An unsolvable task whose solution writer diagnosed the fault (`awm repair`) carries that diagnosis
+    first in its reason, which the catalog and the UI show."""
+    for task in tasks:
+        sol = solutions.get(task["task_idx"])
+        if task["verdict"] == "unsolvable" and sol is not None and sol.diagnosis:
+            task["diagnosis"] = {"at_fault": sol.at_fault, "explanation": sol.diagnosis}
+            task["reason"] = f"diagnosis ({sol.at_fault or 'unknown'} at fault): {sol.diagnosis} | {task['reason']}"
 
 
 def _judge_label(judge: Any | None) -> str | None:
@@ -193,8 +204,9 @@ def _judge_solutions(scenario: str, tasks: list[dict[str, Any]], records, runs: 
             task.update(solvable="no", solution_detail=detail, verdict="unsolvable", reason=detail, eligible=False)
 
 
-def _solvability(run: dict[str, Any], pairs: list) -> dict[str, Any]:
-    """Did the reference solution run cleanly, and does the code-mode verifier call the result complete?"""
+def _solvability(run: dict[str, Any], pairs: list, verifier_code: str) -> dict[str, Any]:
+    """Did the reference solution run cleanly, and does the code-mode verifier call the result complete?
+    If not, the detail says why (`solution_feedback`: calls and answers, the verifier's dict, changed rows)."""
     failed = next(((i, c) for i, c in enumerate(run["calls"]) if c["status"] >= 500 or c["status"] == 404
                    and c["error"] and "Unknown tool" in c["error"]), None)
     if failed is not None:
@@ -206,10 +218,9 @@ def _solvability(run: dict[str, Any], pairs: list) -> dict[str, Any]:
         return {"solvable": "unverified", "solution_detail": "no code-mode verifier to judge the reference solution"}
     if all(v == "complete" for v in verdicts):
         return {"solvable": "yes", "solution_detail": f"{len(run['calls'])} call(s); the verifier says complete"}
-    errors = [c for c in run["calls"] if c["status"] >= 400]
-    hint = f"; {len(errors)} call(s) answered 4xx, first: {errors[0]['tool']}: {errors[0]['error']}" if errors else ""
-    return {"solvable": "no", "solution_detail": f"after the reference solution the verifier says "
-                                                 f"{verdicts[0]!r}, not 'complete'{hint}"}
+    result = next((o.result for j, o in pairs if j.function == CODE_FUNCTION and o.verdict != "complete"), None)
+    return {"solvable": "no", "solution_detail": solution_feedback(run, verifier_code, verdicts[0], result),
+            "clean_run": all(c["status"] < 400 for c in run["calls"])}
 
 
 def summarize_batch(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -9,8 +9,10 @@ hosts the generated code; the verifiers then judge the database it leaves, in th
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -27,6 +29,9 @@ class ReferenceSolution(BaseModel):
 
     calls: list[SolutionCall] = Field(default_factory=list)
     final_answer: str | None = None
+    # After a clean run the verifier did not accept: who the writer holds at fault, and why (`awm repair`).
+    at_fault: Literal["solution", "verifier", "data"] | None = None
+    diagnosis: str | None = None
 
 
 def load_solutions(scenario_dir: Path, verifier_entries: list[dict[str, Any]]) -> dict[int, ReferenceSolution]:
@@ -87,3 +92,72 @@ def solution_episode(scenario: str, task_idx: int, task: str, run: dict[str, Any
     return Episode(scenario=scenario, task_idx=task_idx, task=task, policy="reference_solution", window=None,
                    max_turns=len(steps), steps=steps, termination="final_answer", final_answer=answer,
                    initial_db=run["initial_db"], final_db=run["final_db"])
+
+
+TABLE_REF = re.compile(r"""\b(?:FROM|JOIN|UPDATE|INTO)\s+["`\[]?([A-Za-z_][A-Za-z0-9_]*)""", re.I)
+
+
+def tables_read(verifier_code: str, db_path: Path) -> list[str]:
+    """The database's tables a verifier's SQL names (FROM/JOIN ...), in the database's order."""
+    named = {m.group(1).lower() for m in TABLE_REF.finditer(verifier_code)}
+    return [t for t in _tables(db_path) if t.lower() in named]
+
+
+def _tables(db_path: Path) -> list[str]:
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE "
+                                           "'sqlite_%' ORDER BY name")]
+    finally:
+        conn.close()
+
+
+def _rows(db_path: Path, table: str, limit: int) -> tuple[list[str], dict[Any, tuple]]:
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        cur = conn.execute(f'SELECT rowid, * FROM "{table}" LIMIT {int(limit)}')
+        return [d[0] for d in cur.description[1:]], {r[0]: r[1:] for r in cur}
+    except sqlite3.Error:
+        return [], {}
+    finally:
+        conn.close()
+
+
+def changed_rows(initial: Path, final: Path, tables: list[str], *, per_table: int = 8,
+                 scan_limit: int = 20_000) -> dict[str, dict[str, Any]]:
+    """Per table, the rows an agent added, removed or changed (by rowid), at most `per_table` of each kind."""
+    out: dict[str, dict[str, Any]] = {}
+    for table in tables:
+        cols, before = _rows(initial, table, scan_limit)
+        cols_after, after = _rows(final, table, scan_limit)
+        cols = cols_after or cols
+        diff = {"added": [after[k] for k in after if k not in before],
+                "removed": [before[k] for k in before if k not in after],
+                "changed": [{"before": before[k], "after": after[k]} for k in after
+                            if k in before and before[k] != after[k]]}
+        if any(diff.values()):
+            out[table] = {"columns": cols, **{kind: rows[:per_table] for kind, rows in diff.items() if rows},
+                          **{f"{kind}_total": len(rows) for kind, rows in diff.items() if len(rows) > per_table}}
+    return out
+
+
+def _cut(value: Any, limit: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit] + " ...(cut)"
+
+
+def solution_feedback(run: dict[str, Any], verifier_code: str, verdict: Any, result: dict | None) -> str:
+    """Why a reference solution did not pass, for the next attempt's prompt: every call with its status and
+    (cut) answer, the verifier's whole returned dict, and the changed rows of the tables the verifier reads."""
+    calls = "\n".join(f"  {i + 1}. {c['tool']}({_cut(c.get('arguments', {}), 300)}) -> HTTP {c['status']}: "
+                      f"{_cut(c.get('text') or c.get('error') or '', 400)}" for i, c in enumerate(run["calls"]))
+    initial, final = Path(run["initial_db"]), Path(run["final_db"])
+    read = tables_read(verifier_code, final)
+    changes = changed_rows(initial, final, read)
+    clean = all(c["status"] < 400 for c in run["calls"])
+    return (f"after the reference solution ran on the environment, verify_task_completion says {verdict!r}, not "
+            f"'complete'. The solution's calls ({'all answered 2xx' if clean else 'some failed'}):\n"
+            f"{calls or '  (none)'}\nfinal_answer: {run.get('final_answer')!r}\n"
+            f"The verifier returned: {_cut(result, 2000)}\n"
+            f"Rows changed in the tables the verifier reads ({', '.join(read) or 'none found in its SQL'}): "
+            f"{_cut(changes, 2500) if changes else 'none'}")

@@ -99,11 +99,14 @@ def _classify(entry: AuditEntry, runs: list[tuple[VerifierJob, VerifierOutcome]]
         entry.verdict = "ok"
         entry.detail = f"returns evidence with keys {keys[:12]}" + (" ..." if len(keys) > 12 else "")
         return
-    passing = [j.final_answer for j, o in runs if o.verdict == "complete"]
+    passing = [(j.final_answer, o.result) for j, o in runs if o.verdict == "complete"]
     if passing:
+        answer, result = passing[0]
+        returned = json.dumps(result, ensure_ascii=False, default=str)
         entry.verdict = "vacuous"
         entry.detail = ("reports 'complete' on the unchanged initial database with final_answer="
-                        f"{passing[0]!r} (passes for an agent that does nothing)")
+                        f"{answer!r} (passes for an agent that does nothing); it returned: "
+                        f"{returned if len(returned) <= 1500 else returned[:1500] + ' ...(cut)'}")
     else:
         entry.verdict = "ok"
         entry.detail = f"reports 'others' on the unchanged database for all {len(runs)} probe answers"

@@ -114,6 +114,12 @@ def test_task_verdicts(quality_result):
     assert "badges" in blocked["reason"]
     assert "projects" in blocked["reason"]  # what the tools can write, for the reader
     assert unsolvable["solvable"] == "no" and "'others'" in unsolvable["reason"]
+    # why: every call with its status and answer, the verifier's whole dict, the rows it reads that changed
+    assert 'get_project({"project_id": 1}) -> HTTP 200: {"id":1,' in unsolvable["reason"]
+    assert 'The verifier returned: {"result": "others"}' in unsolvable["reason"]
+    assert "tables the verifier reads (projects): none" in unsolvable["reason"]
+    assert unsolvable["clean_run"] is True
+    assert "it returned: {" in vacuous["reason"]
     assert "disagree" in nondet["reason"]
     # without a reference solution a task stays unverified
     assert {t["solvable"] for t in (vacuous, crash, blocked, nondet)} == {"unverified"}
