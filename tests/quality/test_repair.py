@@ -176,3 +176,31 @@ def test_repair_regenerates_a_vacuous_verifier_with_a_proven_solution(tmp_path):
     task = next(t for t in json.loads((folder / "quality.json").read_text())["tasks"] if t["task_idx"] == 1)
     assert task["verdict"] == "ok" and task["solvable"] == "yes"
     shutil.rmtree(folder)
+
+
+# -- fixing the right side (issue 22, item 4): recordings written by hand, see their first line ---------
+
+def test_a_clean_run_diagnosed_against_the_verifier_regenerates_it_and_data_faults_become_the_reason(tmp_path):
+    from awm_assets.synthesis.repair import repair_scenario
+    from benchmarks.repair import verifier_at_fault
+
+    store, _ = verifier_at_fault(tmp_path)  # task 4's verifier reads only the initial db; task 6's target is seeded
+    folder = store.scenario_dir(SCENARIO)
+
+    report = repair_scenario(store, LLMClient(replay_dir=RECORDINGS), SCENARIO, phases=("solutions",), tasks=[4, 6],
+                             max_attempts=1)
+
+    assert not report.get("error"), report
+    zero, one = store.list_attempts(SCENARIO, "solutions")
+    # The stored solution of task 4 ran cleanly; attempt 0 says so with its calls and the verifier's dict.
+    assert "(all answered 2xx)" in zero["errors"]["task_4"][0] and '"zephyr_in_initial": 0' in zero["errors"]["task_4"][0]
+    assert one["metrics"]["verifiers_regenerated"] == 1 and one["metrics"]["at_fault"] == {"4": "verifier", "6": "data"}
+    assert "Diagnosis: The earlier calls answered 2xx" in one["prompts"]["task_4.verifier"][-1]["content"]
+    verifier = next(e for e in store.read_json(SCENARIO, "verifiers.json")["verifiers"] if e["task_idx"] == 4)
+    assert "final_db_path" in verifier["code"] and verifier["regenerated_from"].startswith("The earlier calls")
+    quality = {t["task_idx"]: t for t in json.loads((folder / "quality.json").read_text())["tasks"]}
+    assert quality[4]["verdict"] == "ok" and quality[4]["solvable"] == "yes"
+    assert quality[6]["verdict"] == "unsolvable" and quality[6]["diagnosis"]["at_fault"] == "data"
+    assert quality[6]["reason"].startswith("diagnosis (data at fault): The initial database already holds")
+    assert report["after"]["solvable_yes"] == report["before"]["solvable_yes"] + 1
+    shutil.rmtree(folder)
