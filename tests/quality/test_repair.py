@@ -181,16 +181,17 @@ def test_repair_regenerates_a_vacuous_verifier_with_a_proven_solution(tmp_path):
 # -- fixing the right side (issue 22, item 4): recordings written by hand, see their first line ---------
 
 def test_a_clean_run_diagnosed_against_the_verifier_regenerates_it_and_data_faults_become_the_reason(tmp_path):
-    from awm_assets.synthesis.repair import repair_scenario
-    from benchmarks.repair import verifier_at_fault
+    from benchmarks.repair import run_case
 
-    store, _ = verifier_at_fault(tmp_path)  # task 4's verifier reads only the initial db; task 6's target is seeded
+    # `awm bench repair`'s case: task 4's verifier reads only the initial database, task 6's target is seeded.
+    row = run_case("verifier_at_fault", tmp_path)
+
+    assert row["error"] is None, row
+    assert row["calls_per_phase"] == {"solutions": {"answers": 3}} and row["attempts_per_phase"] == {"solutions": 1}
+    assert row["verifier_generations"] == {"task_4": 1} and row["tasks_proven"] == {"before": 1, "after": 2}
+    assert list(row["excluded"]) == ["6"] and row["excluded"]["6"].startswith("unsolvable: diagnosis (data at fault)")
+    store = ArtifactStore(tmp_path)
     folder = store.scenario_dir(SCENARIO)
-
-    report = repair_scenario(store, LLMClient(replay_dir=RECORDINGS), SCENARIO, phases=("solutions",), tasks=[4, 6],
-                             max_attempts=1)
-
-    assert not report.get("error"), report
     zero, one = store.list_attempts(SCENARIO, "solutions")
     # The stored solution of task 4 ran cleanly; attempt 0 says so with its calls and the verifier's dict.
     assert "(all answered 2xx)" in zero["errors"]["task_4"][0] and '"zephyr_in_initial": 0' in zero["errors"]["task_4"][0]
@@ -202,5 +203,4 @@ def test_a_clean_run_diagnosed_against_the_verifier_regenerates_it_and_data_faul
     assert quality[4]["verdict"] == "ok" and quality[4]["solvable"] == "yes"
     assert quality[6]["verdict"] == "unsolvable" and quality[6]["diagnosis"]["at_fault"] == "data"
     assert quality[6]["reason"].startswith("diagnosis (data at fault): The initial database already holds")
-    assert report["after"]["solvable_yes"] == report["before"]["solvable_yes"] + 1
     shutil.rmtree(folder)
