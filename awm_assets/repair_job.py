@@ -36,6 +36,24 @@ def _phase_rows(report: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def _changed_assets(report: dict[str, Any]) -> list[tuple[str, tuple[str, str]]]:
+    """(phase, (asset, attempt folder)) of each asset the repair changed; the solutions phase changes
+    `verifiers` when it replaced a verifier from a diagnosis."""
+    out = [(p, a) for p, a in REPAIRED_ASSETS.items() if report["phases"].get(p, {}).get("changed")]
+    if (report["phases"].get("solutions", {}).get("metrics") or {}).get("verifiers_replaced"):
+        out.append(("solutions", ("verifiers", "solutions")))
+    return out
+
+
+def _excluded_rows(st, key: str) -> str:
+    """The tasks the quality gate still excludes after the repair, each with its reason (diagnosis first)."""
+    quality = st.read_json(key, "quality.json") if st.has(key, "quality.json") else {}
+    rows = ["| task | verdict | reason |", "|---|---|---|"]
+    rows += [f"| {t['task_idx']} | {t['verdict']} | {t['reason'][:300].replace('|', '/').replace(chr(10), ' ')} |"
+             for t in quality.get("tasks", []) if not t["eligible"]]
+    return "\n".join(rows) if len(rows) > 2 else "none"
+
+
 @dg.op(description="Probe and check the scenario, repair its env code, verifiers and reference solutions with "
                    "the LLM (the stored artifacts are attempt 0), and check again.")
 def repair_scenario_op(context: dg.OpExecutionContext, config: RepairConfig, llm: LLMResource,
@@ -48,10 +66,8 @@ def repair_scenario_op(context: dg.OpExecutionContext, config: RepairConfig, llm
         raise dg.Failure(f"scenario {key!r} has no stored env code (server.py) to repair", allow_retries=False)
     report = repair_scenario(st, llm.get_client(), key, max_attempts=config.attempts, phases=tuple(config.phases),
                              tasks=config.tasks or None, settings=synthesis.as_dict(), log_fn=context.log.info)
-    for phase, (asset, attempts_stage) in REPAIRED_ASSETS.items():
-        outcome = report["phases"].get(phase, {})
-        if not outcome.get("changed"):
-            continue
+    for phase, (asset, attempts_stage) in _changed_assets(report):
+        outcome = report["phases"][phase]
         history = st.list_attempts(key, attempts_stage)
         context.log_event(dg.AssetMaterialization(
             asset_key=asset, partition=key, description=f"repaired by the LLM ({outcome['attempts']} attempt(s) after the stored one)",
@@ -69,6 +85,7 @@ def repair_scenario_op(context: dg.OpExecutionContext, config: RepairConfig, llm
         **{f"{k}_after": after[k] for k in ("tools_server_error", "eligible_tasks", "solvable_yes")},
         "phases": dg.MetadataValue.md(_phase_rows(report)),
         "summary": dg.MetadataValue.md(f"```\n{repair_table([report])}\n```"),
+        "excluded_tasks": dg.MetadataValue.md(_excluded_rows(st, key)),
     })
     return report
 
