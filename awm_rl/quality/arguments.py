@@ -5,8 +5,14 @@ description, its name equal to a column of a table the tool is about, `<noun>_id
 `<noun>` table (foreign keys followed to the rows they reference), a name ending in a column's name
 (`friend_username` -> `username`). Parameters matched to columns of one table take their values from
 the same row, so `(playlist_id, track_id)` come from one `playlist_tracks` row. Enums use their
-values, dates keep the format their column stores, and what matches nothing falls back to the
-schema's example, default, or a plain value of its type.
+values, dates keep the format their column stores, a `pattern` gets a stored value (or a common one)
+that matches it, and what matches nothing falls back to the schema's example, default, or a plain
+value of its type.
+
+When none of those sets is accepted, `retry_sets` offers more, until one is: further rows (a table's
+rows come one of each state first, see `dbfacts`), parameters linked through other tables or taken
+each from its own table, and for creates fresh values for the names and unique columns an existing
+row already holds.
 """
 
 from __future__ import annotations
@@ -14,12 +20,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, Iterator
 
 from awm_rl.quality.dbfacts import DbFacts, Table, looks_like_date
 from awm_rl.runtime.tools import ToolRoute
 
 VALID_VARIANTS = 3  # grounded argument sets per tool, each from other rows
+RETRY_ROUNDS = 4  # rounds of `retry_sets`: up to three sets each, and for a create their fresh-name copies
 
 
 @dataclass
@@ -105,10 +112,12 @@ def find_source(name: str, prop: dict[str, Any], tool: ToolRoute, facts: DbFacts
     if matches:
         t, col = max(matches, key=lambda m: (m[1] in m[0].foreign_keys, m[0].row_count))
         return _follow(facts, t, col)
-    noun_table = _noun_table(lname, facts)
+    listed = prop.get("type") == "array" and (prop.get("items") or {}).get("type") in (None, "string")
+    noun = lname[:-1] if listed and lname.endswith("s") else lname  # labels -> labels.name, assignees -> users
+    noun_table = _noun_table(noun, facts)
     if noun_table is not None:  # repo -> repositories.name, owner -> users.username
         col = next((c for c in _IDENTIFYING if c in noun_table.columns), None)
-        if col is not None and prop.get("type") in (None, "string"):
+        if col is not None and (prop.get("type") in (None, "string") or listed):
             return _Source(noun_table, col, False)
     words = lname.split("_")
     for k in range(1, len(words)):  # friend_username -> username, item_name -> items.name
@@ -120,6 +129,13 @@ def find_source(name: str, prop: dict[str, Any], tool: ToolRoute, facts: DbFacts
         if matches and len(suffix) > 3:
             t, col = max(matches, key=lambda m: m[0].row_count)
             return _follow(facts, t, col)
+    last = words[-1]  # reservation_time -> time_slots.slot_time, referenced by the tool's reservations
+    for t in tool_tables:
+        for ref_table, _ in t.foreign_keys.values():
+            ref = facts.tables.get(ref_table)
+            col = next((c for c in ref.columns if c.lower().endswith("_" + last)), None) if ref else None
+            if col is not None and len(last) > 3:
+                return _Source(ref, col, False)
     return None
 
 
@@ -233,29 +249,89 @@ def _primary_table(sources: dict[str, _Source]) -> Table | None:
     return max(used, key=lambda t: sum(1 for ref in t.foreign_keys.values() if ref[0] in names))
 
 
-def _linked_rows(primary: Table | None, sources: dict[str, _Source], i: int) -> dict[str, dict[str, Any]]:
-    """Row i of the primary table and the rows its foreign keys point at (or that point at it)."""
+def _related(param: str, via: str) -> bool:
+    """Does a foreign-key column (`owner_id`) name what a parameter (`owner`, `repo`) is?"""
+    a, b = (x.lower()[:-3] if x.lower().endswith("_id") else x.lower() for x in (param, via))
+    return a == b or (min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a))) \
+        or a.endswith("_" + b) or b.endswith("_" + a)
+
+
+def _reachable(facts: DbFacts, primary: Table, row: dict[str, Any],
+               wanted: set[str]) -> list[tuple[Table, dict[str, Any], str, int]]:
+    """(table, row, foreign-key column, hops) of the rows `row` references, up to three hops
+    (a repository's owner through the issue's repository), then the rows of `wanted` tables that point at it."""
+    out: list[tuple[Table, dict[str, Any], str, int]] = []
+    frontier = [(primary, row)]
+    for depth in range(1, 4):
+        nxt = []
+        for table, r in frontier:
+            for col, (ref_table, ref_col) in table.foreign_keys.items():
+                target = facts.tables.get(ref_table)
+                if target is None or r.get(col) is None:
+                    continue
+                match = next((x for x in target.rows if x.get(ref_col) == r.get(col)), None)
+                if match is not None and all(match is not o[1] or col != o[2] for o in out):
+                    out.append((target, match, col, depth))
+                    nxt.append((target, match))
+        frontier = nxt
+    for name in wanted:
+        table = facts.tables[name]
+        for col, (ref_table, ref_col) in table.foreign_keys.items():
+            if ref_table == primary.name:
+                match = next((x for x in table.rows if x.get(col) == row.get(ref_col)), None)
+                if match is not None:
+                    out.append((table, match, col, 4))
+    return out
+
+
+def _linked_rows(facts: DbFacts, primary: Table | None, sources: dict[str, _Source],
+                 i: int) -> dict[str, dict[str, Any]]:
+    """Parameter -> the row its value comes from: row i of the primary table and the rows linked to it.
+    A parameter takes the row reached through a foreign key named like it (`owner` -> `owner_id`), else,
+    when no other parameter takes the same column (`owner` and `username` both users.username), the
+    nearest linked row."""
     if primary is None or not primary.rows:
         return {}
     row = primary.rows[i % len(primary.rows)]
-    linked = {primary.name: row}
-    for table in {s.table.name: s.table for s in sources.values()}.values():
-        if table.name in linked:
+    reached = _reachable(facts, primary, row, {s.table.name for s in sources.values()} - {primary.name})
+    out: dict[str, dict[str, Any]] = {}
+    for name, src in sources.items():
+        if src.table is primary:
+            out[name] = row
             continue
-        for col, (ref_table, ref_col) in primary.foreign_keys.items():
-            if ref_table == table.name:
-                match = next((r for r in table.rows if r.get(ref_col) == row.get(col)), None)
-                if match is not None:
-                    linked[table.name] = match
-                    break
-        else:
-            for col, (ref_table, ref_col) in table.foreign_keys.items():
-                if ref_table == primary.name:
-                    match = next((r for r in table.rows if r.get(col) == row.get(ref_col)), None)
-                    if match is not None:
-                        linked[table.name] = match
-                        break
-    return linked
+        cands = [c for c in reached if c[0] is src.table]
+        named = [c for c in cands if _related(name, c[2])]
+        shared = sum(1 for s in sources.values() if s.table is src.table and s.column == src.column) > 1
+        if named or (cands and not shared):
+            out[name] = min(named or cands, key=lambda c: c[3])[1]
+    return out
+
+
+_PATTERN_GUESSES = ("10:00", "10:00:00", "2024-01-15", "2024-01-15T10:00:00", "ABC", "abc", "A1", "123",
+                    "+15555550123", "#336699", "336699", "USD", "en", "user@example.com", "https://example.com")
+
+
+def _matching(pattern: str, facts: DbFacts, i: int) -> str | None:
+    """A stored string that matches `pattern` (a schema's regex), else a common value that does."""
+    try:
+        rx = re.compile(pattern)
+    except re.error:
+        return None
+    found = [v for v in facts.strings() if rx.search(v)] or [v for v in _PATTERN_GUESSES if rx.search(v)]
+    return found[i % len(found)] if found else None
+
+
+def _fits(value: Any, schema: dict[str, Any], facts: DbFacts, i: int) -> Any:
+    """`value`, or a value that matches the schema's `pattern` where `value` does not."""
+    pattern = schema.get("pattern")
+    if isinstance(value, str) and isinstance(pattern, str):
+        try:
+            if re.search(pattern, value):
+                return value
+        except re.error:
+            return value
+        return _matching(pattern, facts, i) or value
+    return value
 
 
 def _value_for(name: str, schema: dict[str, Any], source: _Source | None, anchor: Table | None,
@@ -282,28 +358,29 @@ def _value_for(name: str, schema: dict[str, Any], source: _Source | None, anchor
         if value is not None:
             coerced = _coerce(value, schema)
             if coerced is not None:
-                return coerced
-    if source is not None and linked and linked.get(source.table.name, {}).get(source.column) is not None:
-        coerced = _coerce(linked[source.table.name][source.column], schema)
+                return _fits(coerced, schema, facts, i)
+    if source is not None and linked and linked.get(name, {}).get(source.column) is not None:
+        coerced = _coerce(linked[name][source.column], schema)
         if coerced is not None:
-            return coerced
+            return _fits(coerced, schema, facts, i)
     if source is not None:
         values = source.table.values(source.column)
         if values:
             coerced = _coerce(values[i % len(values)], schema)
             if coerced is not None:
-                return coerced
-    return _plain_value(name.lower(), schema, facts, i)
+                return _fits(coerced, schema, facts, i)
+    return _fits(_plain_value(name.lower(), schema, facts, i), schema, facts, i)
 
 
 def _distinct_shared_values(args: dict[str, Any], sources: dict[str, _Source], props: dict[str, Any],
                             defs: dict[str, Any], i: int) -> None:
-    """Id parameters grounded in the same key (`sprint_id`, `move_to_sprint_id`) take different rows' values:
-    one id twice is rarely valid (a sprint moved into itself, a transfer to the same account)."""
+    """Id parameters grounded in the same key or unique column (`sprint_id`, `move_to_sprint_id`) take
+    different rows' values: one id twice is rarely valid (a sprint moved into itself, an issue marked a
+    duplicate of itself)."""
     used: dict[tuple[str, str], list[Any]] = {}
     for name, value in args.items():
         src = sources.get(name)
-        if src is None or not src.key_like:
+        if src is None or not (src.key_like or any(src.column in cols for cols in src.table.unique)):
             continue
         taken = used.setdefault((src.table.name, src.column), [])
         if value in taken:
@@ -317,24 +394,56 @@ def _distinct_shared_values(args: dict[str, Any], sources: dict[str, _Source], p
         taken.append(value)
 
 
-def grounded_sets(tool: ToolRoute, facts: DbFacts) -> list[ArgSet]:
-    """Valid argument sets: required parameters only, then every parameter, from several rows."""
+@dataclass
+class _Plan:
+    """Where each parameter of one tool takes its values from."""
+
+    tool: ToolRoute
+    props: dict[str, Any]
+    required: list[str]
+    defs: dict[str, Any]
+    tables: list[Table]
+    sources: dict[str, _Source]
+    anchor: Table | None
+    primary: Table | None
+
+
+def _plan(tool: ToolRoute, facts: DbFacts) -> _Plan:
     schema = tool.input_schema
     props: dict[str, Any] = schema.get("properties") or {}
-    required = [p for p in schema.get("required", []) if p in props]
     defs = schema.get("$defs") or {}
     tables = _tool_tables(tool, facts)
     sources = {n: s for n in props if (s := find_source(n, _schema_of(props[n], defs), tool, facts, tables))}
     anchor = _anchor_table(sources, tables)
-    primary = None if anchor is not None else _primary_table(sources)
+    return _Plan(tool, props, [p for p in schema.get("required", []) if p in props], defs, tables, sources,
+                 anchor, None if anchor is not None else _primary_table(sources))
+
+
+def _args(plan: _Plan, facts: DbFacts, names: list[str], i: int, anchor: Table | None,
+          primary: Table | None) -> dict[str, Any]:
+    """Values for `names` from row i (of `anchor`, or of `primary` and the rows linked to it)."""
+    linked = _linked_rows(facts, primary or anchor, plan.sources, i)
+    args = {n: _value_for(n, plan.props[n], plan.sources.get(n), anchor, facts, i, plan.defs, linked=linked)
+            for n in names}
+    _distinct_shared_values(args, plan.sources, plan.props, plan.defs, i)
+    return args
+
+
+def args_key(args: dict[str, Any]) -> str:
+    """The identity of an argument set (to try each one once)."""
+    return repr(sorted(args.items(), key=lambda kv: kv[0]))
+
+
+def grounded_sets(tool: ToolRoute, facts: DbFacts) -> list[ArgSet]:
+    """Valid argument sets: required parameters only, then every parameter, from several rows."""
+    plan = _plan(tool, facts)
+    sources, tables, anchor = plan.sources, plan.tables, plan.anchor
     out: list[ArgSet] = []
     seen: set[str] = set()
 
     def add(kind: str, names: list[str], i: int) -> None:
-        linked = _linked_rows(primary, sources, i)
-        args = {n: _value_for(n, props[n], sources.get(n), anchor, facts, i, defs, linked=linked) for n in names}
-        _distinct_shared_values(args, sources, props, defs, i)
-        key = repr(sorted(args.items(), key=lambda kv: kv[0]))
+        args = _args(plan, facts, names, i, anchor, plan.primary)
+        key = args_key(args)
         if key not in seen:
             seen.add(key)
             owners = {sources[n].table.name if n in sources and sources[n].column == n else None for n in args}
@@ -343,9 +452,9 @@ def grounded_sets(tool: ToolRoute, facts: DbFacts) -> list[ArgSet]:
                 next(iter(owners)) in {t.name for t in tables}
             out.append(ArgSet(kind, args, grounded))
 
-    add("valid:required", required, 0)
+    add("valid:required", plan.required, 0)
     for i in range(VALID_VARIANTS):
-        add(f"valid:all#{i}", list(props), i)
+        add(f"valid:all#{i}", list(plan.props), i)
     if tool.method == "POST" and anchor is not None and anchor.unique:
         # The same row again, its unique values changed: a create that must succeed (the plain
         # variants, taken from an existing row, are the duplicate that must answer 4xx).
@@ -355,6 +464,80 @@ def grounded_sets(tool: ToolRoute, facts: DbFacts) -> list[ArgSet]:
             out.append(ArgSet("valid:fresh", fresh))
             a.kind = "edge:duplicate"
     return out
+
+
+_NAMING = ("name", "title", "slug", "code", "key", "username", "email", "handle", "label", "sku", "tag")
+
+
+def _fresh_names(plan: _Plan) -> set[str]:
+    """Parameters of a create whose stored values may already be taken: unique columns and names."""
+    about = {t.name for t in plan.tables}
+    out = set()
+    for n, prop in plan.props.items():
+        src = plan.sources.get(n)
+        if _schema_of(prop, plan.defs).get("type") not in (None, "string") or (src is not None and src.key_like):
+            continue
+        unique = src is not None and any(src.column in cols for cols in src.table.unique)
+        if (src is None or src.table.name in about) and (unique or n.lower().split("_")[-1] in _NAMING):
+            out.add(n)
+    return out
+
+
+def _fresh(value: Any, schema: dict[str, Any], n: int) -> Any:
+    """A value like `value` that no row holds yet (an e-mail stays an e-mail, a slug a slug)."""
+    if not isinstance(value, str) or not value:
+        return value
+    if "@" in value:
+        local, _, domain = value.partition("@")
+        new = f"{local}+probe{n}@{domain}"
+    elif re.fullmatch(r"[A-Z0-9_\-]+", value):
+        new = value + "QZ"[n % 2] * (1 + n // 2)
+    elif re.fullmatch(r"[\w.\-]+", value):
+        new = f"{value}-copy{n + 1}"
+    else:
+        new = f"{value} (probe copy {n + 1})"
+    limit = schema.get("maxLength")
+    if isinstance(limit, int) and len(new) > limit:
+        new = (value[:max(limit - 2, 0)] + f"q{n}")[:limit]
+    pattern = schema.get("pattern")
+    try:
+        return new if not isinstance(pattern, str) or re.search(pattern, new) else value
+    except re.error:
+        return new
+
+
+def retry_sets(tool: ToolRoute, facts: DbFacts) -> Iterator[ArgSet]:
+    """More valid sets for a tool that accepted none of `grounded_sets`, most promising first, each round:
+    for a create, the sets below with fresh names; rows past the first ones (states not met yet); the
+    parameters linked through another table; each parameter from its own table. The caller stops at the
+    first one accepted and skips sets it already sent (`args_key`)."""
+    plan = _plan(tool, facts)
+    fresh = _fresh_names(plan) if tool.method == "POST" else set()
+    used = list(dict.fromkeys(s.table for s in plan.sources.values()))
+    others = [t for t in used if t is not plan.anchor and t is not plan.primary]
+    used_names = {t.name for t in used}
+    second = max(others, key=lambda t: sum(1 for ref in t.foreign_keys.values() if ref[0] in used_names),
+                 default=None)  # the next table to link the others from (a repository, not its collaborators)
+    for j in range(RETRY_ROUNDS):
+        params = list(plan.props) if j % 2 == 0 else plan.required
+        sets = [(f"valid:row#{VALID_VARIANTS + j}", _args(plan, facts, params, VALID_VARIANTS + j,
+                                                          plan.anchor, plan.primary))]
+        if second is not None:
+            sets.append((f"valid:linked#{j}", _args(plan, facts, params, j, None, second)))
+        sets.append((f"valid:unlinked#{j}", _args(plan, facts, params, j, None, None)))
+        if fresh:
+            sets = [(f"{kind}+fresh", {k: _fresh(v, _schema_of(plan.props[k], plan.defs), j) if k in fresh else v
+                                       for k, v in args.items()}) for kind, args in sets] + sets
+        for kind, args in sets:
+            yield ArgSet(kind, args)
+
+
+def created_ids(tool: ToolRoute, facts: DbFacts) -> dict[str, tuple[str, str]]:
+    """Parameter -> (table, key column) for the ids this tool takes: a create that writes that table
+    in the same probe can supply one where no stored row qualifies."""
+    plan = _plan(tool, facts)
+    return {n: (s.table.name, s.column) for n, s in plan.sources.items()
+            if s.key_like and s.column in s.table.primary_key}
 
 
 def edge_sets(tool: ToolRoute, facts: DbFacts, base: dict[str, Any]) -> list[ArgSet]:

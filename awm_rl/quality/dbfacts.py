@@ -2,7 +2,9 @@
 
 Read with plain sqlite3 from the trusted side (no generated code runs here). The tool probe uses
 these facts to build arguments an agent could send: ids that exist, foreign keys that match, enum
-values that occur, dates in the format the column stores.
+values that occur, dates in the format the column stores. The rows kept of a table with a state
+column (`status`, `state`, `is_archived`, ...) come one of each distinct state first: a tool that acts
+only on "planned" sprints or "scheduled" transfers then meets such a row among the first it is given.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 MAX_ROWS = 50  # rows kept per table: enough to pick several consistent rows
+MAX_STATES = 12  # a column with more distinct values is no state column
+_STATE_NAME = re.compile(r"^(status|state|stage|phase)$|_(status|state|stage)$|^(is|has)_", re.I)
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
 
@@ -54,6 +58,14 @@ class Table:
 class DbFacts:
     tables: dict[str, Table]
     triggers: dict[str, list[str]]  # table -> tables its triggers write
+    _strings: list[str] | None = field(default=None, repr=False, compare=False)
+
+    def strings(self) -> list[str]:
+        """Distinct stored strings, the first rows of each column (computed once)."""
+        if self._strings is None:
+            self._strings = list(dict.fromkeys(v for t in self.tables.values() for r in t.rows[:20]
+                                               for v in r.values() if isinstance(v, str)))
+        return self._strings
 
     def columns_named(self, name: str) -> list[tuple[Table, str]]:
         return [(t, c) for t in self.tables.values() for c in t.columns if c.lower() == name.lower()]
@@ -70,6 +82,28 @@ class DbFacts:
 
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
+
+
+def state_columns(conn: sqlite3.Connection, table: str, columns: list[str]) -> list[str]:
+    """Columns that name a row's state: a state-like name and 2 to MAX_STATES distinct values."""
+    out = []
+    for c in columns:
+        if _STATE_NAME.search(c):
+            n = conn.execute(f"SELECT COUNT(DISTINCT {_quote(c)}) FROM {_quote(table)}").fetchone()[0]
+            if 1 < n <= MAX_STATES:
+                out.append(c)
+    return out
+
+
+def _row_order(conn: sqlite3.Connection, table: str, columns: list[str]) -> str:
+    """ORDER BY terms: user 1's rows first, and within them one row of each distinct state before the rest."""
+    user = "CASE WHEN user_id = 1 THEN 0 ELSE 1 END" if "user_id" in columns else ""
+    states = state_columns(conn, table, columns)
+    if not states:
+        return f"{user}, " if user else ""
+    partition = ", ".join(filter(None, [user, *(_quote(c) for c in states)]))
+    spread = f"ROW_NUMBER() OVER (PARTITION BY {partition} ORDER BY rowid)"
+    return f"{user}, {spread}, " if user else f"{spread}, "
 
 
 def read_facts(db_path: Path) -> DbFacts:
@@ -94,11 +128,12 @@ def read_facts(db_path: Path) -> DbFacts:
                     cols = tuple(r["name"] for r in conn.execute(f"PRAGMA index_info({_quote(idx['name'])})"))
                     if cols and all(cols):
                         unique.append(cols)
-            first = "CASE WHEN user_id = 1 THEN 0 ELSE 1 END, " if "user_id" in columns else ""
+            first = _row_order(conn, name, columns)
             try:
                 rows = [dict(r) for r in conn.execute(
                     f"SELECT * FROM {_quote(name)} ORDER BY {first}rowid LIMIT {MAX_ROWS}")]
             except sqlite3.OperationalError:  # a WITHOUT ROWID table: its primary key orders it
+                first = "CASE WHEN user_id = 1 THEN 0 ELSE 1 END, " if "user_id" in columns else ""
                 order = first + ", ".join(_quote(c) for c in pk) if pk else (first.rstrip(", ") or "1")
                 rows = [dict(r) for r in conn.execute(f"SELECT * FROM {_quote(name)} ORDER BY {order} LIMIT {MAX_ROWS}")]
             count = conn.execute(f"SELECT COUNT(*) FROM {_quote(name)}").fetchone()[0]

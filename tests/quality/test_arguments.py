@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from awm_rl.quality.arguments import edge_sets, find_source, grounded_sets
+from awm_rl.quality.arguments import edge_sets, find_source, grounded_sets, retry_sets
 from awm_rl.quality.dbfacts import looks_like_date, read_facts
 from awm_rl.runtime.tools import ToolRoute, build_tool_routes
 
@@ -51,6 +51,17 @@ CREATE TABLE events (
     starts_at TEXT NOT NULL,
     day TEXT NOT NULL
 );
+CREATE TABLE repositories (
+    id INTEGER PRIMARY KEY,
+    owner_id INTEGER NOT NULL REFERENCES users(id),
+    name TEXT NOT NULL
+);
+CREATE TABLE issues (
+    id INTEGER PRIMARY KEY,
+    repository_id INTEGER NOT NULL REFERENCES repositories(id),
+    author_id INTEGER NOT NULL REFERENCES users(id),
+    number INTEGER NOT NULL
+);
 CREATE TRIGGER playlist_track_added AFTER INSERT ON playlist_tracks
 BEGIN
     UPDATE playlists SET track_count = track_count + 1 WHERE id = NEW.playlist_id;
@@ -70,6 +81,9 @@ ROWS = {
     # A date-time in the "space" format and a date-only column
     "events": [(51, "Launch", "2024-05-01 18:30:00", "2024-05-01"),
                (52, "Retro", "2024-06-12 09:15:00", "2024-06-12")],
+    # an issue's author is not its repository's owner
+    "repositories": [(61, 2, "infra"), (62, 3, "web")],
+    "issues": [(71, 61, 1, 1), (72, 62, 2, 1), (73, 61, 3, 2)],
 }
 
 
@@ -289,3 +303,48 @@ def test_read_facts_without_rowid_table(tmp_path):
     conn.close()
     facts = read_facts(path)
     assert facts.tables["settings"].rows == [{"key": "theme", "value": "dark"}]
+
+
+# ------------------------------------------------------------------------------------ where a tool works
+
+def test_rows_come_one_of_each_state_first(tmp_path):
+    """A tool that acts only on scheduled transfers meets one among the first rows it is given."""
+    path = tmp_path / "states.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE transfers (id INTEGER PRIMARY KEY, user_id INTEGER, status TEXT)")
+    conn.executemany("INSERT INTO transfers VALUES (?, ?, ?)", [
+        (1, 1, "completed"), (2, 1, "completed"), (3, 1, "failed"), (4, 1, "completed"), (5, 1, "scheduled"),
+        (6, 2, "scheduled")])
+    conn.commit()
+    conn.close()
+    rows = read_facts(path).tables["transfers"].rows
+    # user 1's rows first, one of each state before the rest, rowid order within a state
+    assert [r["id"] for r in rows] == [1, 3, 5, 2, 4, 6]
+
+
+def test_parameters_from_several_tables_come_from_linked_rows(facts):
+    """`close_issue(owner, repo, issue_number)`: the repository the issue is in, and that repository's owner
+    (reached through `owner_id`, two hops away), not the issue's author (one hop, through `author_id`)."""
+    t = tool("close_issue", "POST", "/repos/{owner}/{repo}/issues/{issue_number}/close",
+             {"owner": {"type": "string"}, "repo": {"type": "string"}, "issue_number": {"type": "integer"}},
+             ["owner", "repo", "issue_number"])
+    users = {r[0]: r[1] for r in ROWS["users"]}
+    repos = {r[0]: (users[r[1]], r[2]) for r in ROWS["repositories"]}
+    triples = {(*repos[r[1]], r[3]) for r in ROWS["issues"]}
+    sets = grounded_sets(t, facts)
+    assert sets and all((s.args["owner"], s.args["repo"], s.args["issue_number"]) in triples for s in sets), \
+        [s.args for s in sets]
+
+
+def test_pattern_gets_a_value_that_matches_it(facts):
+    t = tool("events_on", "GET", "/events/on", {"when": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}},
+             ["when"])
+    assert {s.args["when"] for s in grounded_sets(t, facts)} <= {r[3] for r in ROWS["events"]}
+
+
+def test_retries_for_a_create_offer_fresh_unique_values(facts):
+    t = tool("create_track", "POST", "/tracks", {"title": {"type": "string"}, "duration_s": {"type": "integer"}},
+             ["title", "duration_s"])
+    fresh = [s for s in retry_sets(t, facts) if s.kind.endswith("+fresh")]
+    assert fresh and all(s.valid for s in fresh)
+    assert not {s.args["title"] for s in fresh} & {r[1] for r in ROWS["tracks"]}
