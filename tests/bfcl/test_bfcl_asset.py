@@ -19,8 +19,9 @@ def _run(root: Path, category: str, config: dict) -> dg.ExecuteInProcessResult:
 
 
 def test_asset_materializes_one_category_with_table_plot_and_trajectories(tmp_path):
-    assert bfcl_category_partitions.get_partition_keys() == [
-        "multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"]
+    from awm_rl.bfcl import ALL_CATEGORIES
+
+    assert bfcl_category_partitions.get_partition_keys() == [*ALL_CATEGORIES, "all"]
     result = _run(tmp_path, "multi_turn_miss_func", {"policy": "ground_truth", "limit": 4})
     assert result.success
     [mat] = result.asset_materializations_for_node("bfcl_evaluation")

@@ -95,3 +95,35 @@ def test_long_context_tool_answers_reach_the_policy_whole(tmp_path):
     doc = json.loads((tmp_path / "cases" / "multi_turn_long_context_114.json").read_text())
     longest = max(len(m["content"]) for m in doc["episode"]["messages"] if m["role"] == "tool")
     assert longest > 30_000 and not any("more characters truncated" in m["content"] for m in doc["episode"]["messages"])
+
+
+def test_every_single_turn_category_and_bfcls_overall_through_its_own_checker(tmp_path):
+    """Three cases of each single-turn category and of one multi-turn category, ground truth replayed
+    through the loop, scored by BFCL's AST/relevance checkers in its own environment (one call), and
+    BFCL's leaderboard aggregation over them."""
+    from awm_rl.bfcl import SINGLE_TURN_CATEGORIES, evaluate_suite
+
+    suite = evaluate_suite([*SINGLE_TURN_CATEGORIES, "multi_turn_base"], "ground_truth", out_dir=tmp_path, limit=3,
+                           concurrency=2)
+    assert suite.bfcl_eval_version == "2026.3.23"
+    assert {c: (r.cases, r.accuracy) for c, r in suite.reports.items()} == \
+        {c: (3, 1.0) for c in [*SINGLE_TURN_CATEGORIES, "multi_turn_base"]}
+    row = suite.leaderboard["data_overall"]
+    assert row["Model"] == "ground_truth" and row["Non-Live AST Acc"] == "100.00%" and row["Live Acc"] == "100.00%"
+    # BFCL weighs multi-turn 30%: one of four categories at 100% adds 7.5 points; agentic (40%) was not run.
+    assert row["Multi Turn Acc"] == "25.00%" and row["Web Search Acc"] == "N/A"
+    assert suite.overall["overall"] == 0.375 and suite.overall["overall_without_agentic"] == 0.625
+    # What BFCL stored and scored for a parallel case: both calls in its FC result form.
+    doc = json.loads((tmp_path / "parallel" / "cases" / "parallel_0.json").read_text())
+    assert doc["valid"] and [list(c) for c in doc["model_result"]] == [["spotify.play"], ["spotify.play"]]
+    # Java values are written as Java literals, which BFCL's converter parsed back.
+    java = json.loads((tmp_path / "simple_java" / "cases" / "simple_java_1.json").read_text())
+    assert "new HashMap<String, Object>()" in json.loads(java["model_result"][0]["SQLCompletionAnalyzer.makeProposalsFromObject"])["params"]
+
+
+def test_a_missing_bfcl_environment_is_a_clear_error(tmp_path, monkeypatch):
+    from awm_rl.bfcl import BFCLUnavailable, evaluate_suite
+
+    monkeypatch.setenv("AWM_BFCL_PYTHON", str(tmp_path / "nowhere" / "python"))
+    with pytest.raises(BFCLUnavailable, match="make bfcl-venv"):
+        evaluate_suite(["irrelevance"], "ground_truth", out_dir=tmp_path / "run", limit=1)
