@@ -14,7 +14,7 @@ call on a fresh instance of the environment. A tool's status, worst first:
 Each tool also reports the tables its successful calls wrote, for the task write-coverage check.
 
 A tool that accepts none of its first grounded inputs is tried further until one is accepted (at most
-RETRY_CALLS more): other rows, other links, fresh names for a create (`arguments.retry_sets`); last,
+RETRY_CALLS more, and EXTRA_CALLS_PER_TOOL per tool for the whole environment): other rows, other links, fresh names for a create (`arguments.retry_sets`); last,
 once every tool has been probed, after another write tool that worked, run just before on the same
 instance (the id of the row a create made, a state a write set). Only then is it `client_error_only`,
 its note naming the inputs tried and the distinct answers it got.
@@ -38,6 +38,8 @@ STATUS_ORDER = (*BUG_STATUSES, "client_error_only", "ok", "not_probed")
 MAX_ERRORS_KEPT = 5
 RETRY_CALLS = 8  # more valid inputs for a tool that accepted none, until one is accepted
 CHAIN_CALLS = 3  # calls after another write tool (a create's new id, a changed state), per tool still accepting none
+EXTRA_CALLS_PER_TOOL = 4  # retries and chained calls of a whole environment, per tool: an env whose tools all
+# answer 4xx (a missing header, say) costs at most that many more calls, each env_code attempt stays fast
 
 
 @dataclass
@@ -178,16 +180,32 @@ def _accepted(calls: list[ProbeCall]) -> bool:
     return any(c.kind.startswith("valid") and c.status_code < 400 for c in calls)
 
 
+@dataclass
+class _Allowance:
+    """Extra calls (retries, chained calls) left to the whole probe, and its deadline."""
+
+    calls: int
+    until: float
+
+    def spend(self) -> bool:
+        if self.calls <= 0 or time.monotonic() > self.until:
+            return False
+        self.calls -= 1
+        return True
+
+
 def _retry(host: Any, name: str, tool: Any, facts: DbFacts, calls: list[ProbeCall], before: dict[str, str],
-           until: float) -> None:
+           allowance: _Allowance) -> None:
     """Further valid inputs for a tool that accepted none, until one is accepted (or answers 5xx)."""
     sent = {args_key(c.args) for c in calls}
     made = 0
     for argset in retry_sets(tool, facts):
-        if made >= RETRY_CALLS or time.monotonic() > until:
+        if made >= RETRY_CALLS:
             return
         if args_key(argset.args) in sent:
             continue
+        if not allowance.spend():
+            return
         sent.add(args_key(argset.args))
         call = _call(host, name, argset, before)
         calls.append(call)
@@ -204,7 +222,8 @@ def _new_row(conn: Any, table: str, after_rowid: int) -> dict[str, Any] | None:
 
 
 def _chain(host: Any, name: str, tool: Any, facts: DbFacts, calls: list[ProbeCall],
-           writers: dict[str, tuple[dict[str, Any], list[str]]], top_rowid: dict[str, int]) -> None:
+           writers: dict[str, tuple[dict[str, Any], list[str]]], top_rowid: dict[str, int],
+           allowance: _Allowance) -> None:
     """States no stored row is in: run a write tool that worked, then this tool on the same instance,
     with the id of the row a create made, else with the input that answered a conflict (a project with
     an active sprint starts another once a write completed the first)."""
@@ -219,6 +238,8 @@ def _chain(host: Any, name: str, tool: Any, facts: DbFacts, calls: list[ProbeCal
         args, wrote = writers[writer]
         if made >= CHAIN_CALLS or writer == name or not set(wrote) & (about or set(wrote)):
             continue
+        if not allowance.spend():
+            return
         made_in = [t for t in wrote if t in about and t in top_rowid]
 
         def setup(iid: str, writer=writer, args=args, made_in=made_in) -> ArgSet | None:
@@ -262,6 +283,7 @@ def probe_host(host: Any, facts: DbFacts, *, budget_s: float = 60.0) -> dict[str
     reports: dict[str, ToolReport] = {}
     all_calls: dict[str, list[ProbeCall]] = {}
     until = time.monotonic() + budget_s
+    allowance = _Allowance(EXTRA_CALLS_PER_TOOL * len(host.tools), until)
     for name, tool in host.tools.items():
         report = reports[name] = ToolReport(name, tool.method, tool.path, shadowed_by=tool.shadowed_by,
                                             spec=tool.spec())
@@ -276,7 +298,7 @@ def probe_host(host: Any, facts: DbFacts, *, budget_s: float = 60.0) -> dict[str
                 break
         base = next((a.args for a in valid if a.kind.startswith("valid:all")), valid[0].args if valid else {})
         if not _accepted(calls) and not any(c.status_code >= 500 for c in calls):
-            _retry(host, name, tool, facts, calls, before, until)
+            _retry(host, name, tool, facts, calls, before, allowance)
             base = next((c.args for c in calls if c.kind.startswith("valid") and c.status_code < 400), base)
         if all(c.status_code != 504 for c in calls):
             for argset in edge_sets(tool, facts, base):
@@ -287,7 +309,7 @@ def probe_host(host: Any, facts: DbFacts, *, budget_s: float = 60.0) -> dict[str
     writers = {n: (c.args, c.wrote) for n, calls in all_calls.items() if host.tools[n].method != "GET"
                for c in calls[::-1] if c.kind.startswith("valid") and c.status_code < 400 and c.wrote}
     for name, calls in all_calls.items():
-        if reports[name].status == "client_error_only" and time.monotonic() <= until:
-            _chain(host, name, host.tools[name], facts, calls, writers, top_rowid)
+        if reports[name].status == "client_error_only":
+            _chain(host, name, host.tools[name], facts, calls, writers, top_rowid, allowance)
             classify(reports[name], calls, read_only=host.tools[name].method == "GET")
     return reports
