@@ -7,13 +7,14 @@ case's recordings, and reports what the loop spent and reached:
   and task 0's solution (tests/quality/recordings; written for the tests, not a real model's answers);
 - `vacuous_verifier`: the quality tests' hand-written environment, task 1's vacuous verifier regenerated;
 - `verifier_at_fault`: the same environment with a verifier that reads only the initial database (task
-  4) and a task whose target is already in the seed data (task 6): a clean run diagnosed against the
-  verifier regenerates it, a data fault becomes the task's reason. Recordings written by hand (their
-  first line says so), not a real model's answers.
+  4) and two tasks whose target is already in the seed data (6 and 7): a clean run diagnosed against the
+  verifier regenerates it; task 6's data change is kept, task 7's (it would break task 0) is refused and
+  its diagnosis becomes the task's reason. Recordings written by hand (their first line says so), not a
+  real model's answers.
 
 Per case: LLM calls per phase (answers and error summaries), attempts per phase, generations per
-verifier (the stored one counts as none), tasks proven solvable before and after, and the reason of
-every task still excluded.
+verifier (the stored one counts as none), data changes kept, tasks proven solvable before and after,
+and the reason of every task still excluded.
 """
 
 from __future__ import annotations
@@ -47,19 +48,19 @@ def verify_task_completion(initial_db_path, final_db_path, final_answer=None):
     conn.close()
     return {"result": "complete" if n == 1 else "others", "zephyr_in_initial": n}
 '''
-NEEDS_A_NEW_BOREALIS = '''
+ONE_MORE_PROJECT = '''
 import sqlite3
 
 
 def _n(path):
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    n = conn.execute("SELECT COUNT(*) FROM projects WHERE name = 'Borealis' AND region = 'EU-WEST'").fetchone()[0]
+    conn = sqlite3.connect(f"file:{{path}}?mode=ro", uri=True)
+    n = conn.execute("SELECT COUNT(*) FROM projects WHERE name = '{name}' AND region = '{region}'").fetchone()[0]
     conn.close()
     return n
 
 
 def verify_task_completion(initial_db_path, final_db_path, final_answer=None):
-    return {"result": "complete" if _n(final_db_path) > _n(initial_db_path) else "others"}
+    return {{"result": "complete" if _n(final_db_path) > _n(initial_db_path) else "others"}}
 '''
 
 
@@ -89,17 +90,19 @@ def hand_written(root: Path) -> tuple[ArtifactStore, str]:
 
 
 def verifier_at_fault(root: Path) -> tuple[ArtifactStore, str]:
-    """The hand-written environment with task 4's verifier reading only the initial database and a task 6
-    whose target the seed data already holds."""
+    """The hand-written environment with task 4's verifier reading only the initial database and tasks 6
+    and 7 whose targets the seed data already holds (under unique names)."""
     store, scenario = hand_written(root)
     folder = store.scenario_dir(scenario)
     tasks = json.loads((folder / "tasks.json").read_text())["tasks"]
     tasks[4] = "Create a project named 'Zephyr' in region EU-WEST."
-    tasks.append("Make sure I have a project named 'Borealis' in region EU-WEST.")
+    seeded = [("Borealis", "EU-WEST"), ("Apollo", "NA-EAST")]
+    tasks += [f"Create a project named '{name}' in region {region}." for name, region in seeded]
     (folder / "tasks.json").write_text(json.dumps({"tasks": tasks}))
     entries = json.loads((folder / "verifiers.json").read_text())["verifiers"]
     entries[4] = {**entries[4], "task": tasks[4], "code": READS_INITIAL_ONLY}
-    entries.append({"task_idx": 6, "task": tasks[6], "code": NEEDS_A_NEW_BOREALIS, "functions": ["verify_task_completion"]})
+    entries += [{"task_idx": 6 + i, "task": tasks[6 + i], "code": ONE_MORE_PROJECT.format(name=name, region=region),
+                 "functions": ["verify_task_completion"]} for i, (name, region) in enumerate(seeded)]
     (folder / "verifiers.json").write_text(json.dumps({"verifiers": entries}))
     return store, scenario
 
@@ -120,7 +123,7 @@ CASES: dict[str, tuple[Callable[[Path], tuple[ArtifactStore, str]], dict[str, An
                  "tests/quality/recordings: written for the tests, not a real model's answers"),
     "vacuous_verifier": (hand_written, {"phases": ("verifiers",), "tasks": [1], "max_attempts": 2},
                          "tests/quality/recordings: written for the tests, not a real model's answers"),
-    "verifier_at_fault": (verifier_at_fault, {"phases": ("solutions",), "tasks": [4, 6], "max_attempts": 1},
+    "verifier_at_fault": (verifier_at_fault, {"phases": ("solutions",), "tasks": [4, 6, 7], "max_attempts": 1},
                           "tests/quality/recordings: written by hand (issue 22), not a real model's answers"),
 }
 PHASE_OF_STAGE = {"env_code_repair": "env_code", "verifiers_repair": "verifiers", "solutions": "solutions"}
@@ -141,6 +144,7 @@ def run_case(name: str, root: Path) -> dict[str, Any]:
             "calls_per_phase": calls_per_phase(llm.ledger),
             "attempts_per_phase": {p: o.get("attempts") for p, o in report["phases"].items() if o.get("needed")},
             "verifier_generations": verifier_generations(llm.ledger),
+            "data_changes_kept": (report["phases"].get("solutions", {}).get("metrics") or {}).get("data_changes", 0),
             "tasks_proven": {"before": report["before"]["solvable_yes"], "after": report["after"]["solvable_yes"]},
             "tools_server_error": {"before": report["before"]["tools_server_error"],
                                    "after": report["after"]["tools_server_error"]},

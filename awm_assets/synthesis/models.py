@@ -125,3 +125,5 @@ class SolutionOutput(ReferenceSolution):
     """A reference solution written on its own (`awm repair` of an imported environment)."""
 
     reasoning: str = ""
+    # With at_fault "data": UPDATE/DELETE statements that take the task's target out of the seed data.
+    data_change: list[str] = Field(default_factory=list)

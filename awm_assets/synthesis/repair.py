@@ -16,8 +16,9 @@ with the stored artifact recorded as attempt 0, each phase a `runner.StageSpec` 
    returned dict and the rows it reads that changed. After a clean run (every call 2xx) the writer may
    put the fault on the verifier (it is regenerated in the same attempt with that diagnosis, and kept
    only if it passes the do-nothing check and accepts the calls) or on the data (the seed already holds
-   the task's target: the task is not retried, and its diagnosis leads its reason in quality.json and the
-   catalog). Proposing a data change for such a task is not implemented.
+   the task's target): a proposed data change is kept if no other task breaks (`datafix.py`); without
+   one that holds, the task is not retried after a clean run, and its diagnosis leads its reason in
+   quality.json and the catalog.
 
 Attempt 0's errors are the quality gate's own, passed on verbatim (no summary call).
 """
@@ -27,7 +28,9 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from awm_resources.llm import LLMClient, LLMOutputError, ReplayMissingError, parse_model
@@ -36,6 +39,7 @@ from awm_resources.store import ArtifactStore
 
 from awm_assets.synthesis import prompts
 from awm_assets.synthesis.context import tool_specs
+from awm_assets.synthesis.datafix import commit_data_changes
 from awm_assets.synthesis.edits import apply_edits
 from awm_assets.synthesis.models import SolutionOutput, VerifierOutput
 from awm_assets.synthesis.runner import AttemptContext, AttemptFailed, AttemptResult, StageExhausted, run_attempt
@@ -117,64 +121,145 @@ class SolutionsStage:
     """One reference solution per task (item `task_<i>`), proven on the environment; a retry rewrites
     only the unproven ones, told what their run did. When a run was clean and the writer then puts the
     fault on the verifier, the verifier is regenerated in the same attempt (item `task_<i>.verifier`) with
-    that diagnosis and must pass the do-nothing check and accept the writer's calls; a task whose writer
-    puts the fault on the data is not retried (its diagnosis becomes the task's reason, see report.py)."""
+    that diagnosis and must pass the do-nothing check and accept the writer's calls. When the writer puts
+    the fault on the data, its proposed data change is checked (`datafix.py`) and kept if nothing breaks;
+    without one (or with one refused) after a clean run the task is not retried, and its diagnosis becomes
+    the task's reason (report.py)."""
 
     name, threshold = "solutions", 0.0
 
-    def __init__(self, todo: dict[int, dict[str, str]], tools: list[dict[str, Any]], clean: set[int] | None = None):
+    def __init__(self, todo: dict[int, dict[str, str]], tools: list[dict[str, Any]], clean: set[int] | None = None,
+                 proven: set[int] | None = None):
         self.todo, self.tools = todo, tools  # task_idx -> {"task", "code"}; tool specs as agents see them
         self.clean = clean or set()  # tasks whose stored solution ran cleanly (attempt 0)
+        self.proven = proven or set()  # tasks proven solvable before the phase: a data change must keep them so
 
     def attempt(self, ctx: AttemptContext) -> AttemptResult:
-        name, _ = scenario_info(ctx)
         last = ctx.previous[-1] if ctx.previous and ctx.previous[-1]["attempt"] > 0 else None
         before = {int(t["task_idx"]): t for t in ((last or {}).get("artifact") or {}).get("tasks", [])}
         kept = {i: t for i, t in before.items() if t.get("proven") or (t.get("at_fault") == "data" and t.get("clean_run"))}
         clean_before = {i for i, t in before.items() if t.get("clean_run")} if last else self.clean
+        with tempfile.TemporaryDirectory(prefix="awm-datafix-") as tmp:
+            base = self._base_database(ctx, kept, Path(tmp))
+            written, verifiers, out = self._write(ctx, before, kept, clean_before, base)
+            errors = out.errors
+            codes = {i: (verifiers[i]["code"] if verifiers.get(i) else (before.get(i) or {}).get("verifier", {}).get("code")
+                         or self.todo[i]["code"]) for i in written}
+            runnable = {i: (codes[i], s.model_dump(exclude={"reasoning"})) for i, s in written.items()
+                        if f"task_{i}" not in errors}
+            failures, clean, error = prove_solutions(ctx, runnable, initial=base)
+            for idx, failure in failures.items():
+                if failure:
+                    errors.setdefault(f"task_{idx}", []).append(failure)
+            if error:
+                errors["_"] = [f"the solutions could not run: {error}"]
+            changed = self._data_changes(ctx, written, codes, failures, kept, base, Path(tmp), errors)
+        tasks = list(kept.values()) + [
+            {"task_idx": i, **s.model_dump(), "proven": failures.get(i, "x") is None or i in changed,
+             "clean_run": i in clean, **({"data_change_kept": True} if i in changed else {}),
+             **({"verifier": verifiers[i]} if verifiers.get(i) else
+                {"verifier": before[i]["verifier"]} if (before.get(i) or {}).get("verifier") else {})}
+            for i, s in written.items()]
+        proven = sum(1 for t in tasks if t["proven"])
+        out.artifact = {"tasks": sorted(tasks, key=lambda t: t["task_idx"])}
+        out.error_rate = 1 - proven / max(len(self.todo), 1)
+        out.metrics = {"solutions_proven": proven, "solutions_wanted": len(self.todo),
+                       "verifiers_regenerated": sum(1 for v in verifiers.values() if v),
+                       "data_changes_kept": len(changed),
+                       "at_fault": {str(i): s.at_fault for i, s in written.items() if s.at_fault}}
+        return out
+
+    def _base_database(self, ctx: AttemptContext, kept: dict[int, dict[str, Any]], tmp: Path) -> Path:
+        """The stored initial database, with the data changes an earlier attempt of this phase kept."""
+        from awm_assets.synthesis.datafix import apply_statements
+
         initial = ctx.store.path(ctx.scenario, "initial.db")
-        database = database_excerpt(initial)
-        written, sent, raw, errors, excerpts, verifiers = {}, {}, {}, {}, {}, {}
+        changes = [t for _, t in sorted(kept.items()) if t.get("data_change_kept")]
+        if not changes:
+            return initial
+        base = tmp / "base.db"
+        shutil.copyfile(initial, base)
+        for t in changes:
+            if errs := apply_statements(base, t["data_change"]):
+                raise RuntimeError(f"a data change kept for task {t['task_idx']} no longer applies: {errs[0]}")
+        return base
+
+    def _write(self, ctx: AttemptContext, before: dict, kept: dict, clean_before: set[int], base: Path
+               ) -> tuple[dict[int, SolutionOutput], dict[int, dict | None], AttemptResult]:
+        """Ask for each task's solution (and a verifier where a clean run was diagnosed against it)."""
+        name, _ = scenario_info(ctx)
+        database = database_excerpt(base)
+        written, verifiers = {}, {}
+        out = AttemptResult(artifact=None, error_rate=1.0)
         for idx, task in sorted(self.todo.items()):
             if idx in kept:
                 continue
             item = f"task_{idx}"
             code = (before.get(idx) or {}).get("verifier", {}).get("code") or task["code"]
             messages = prompts.reference_solution(name, idx, task["task"], self.tools, code,
-                                                  with_task_rows(database, initial, task["task"]),
-                                                  ctx.corrections(item))
+                                                  with_task_rows(database, base, task["task"]), ctx.corrections(item))
             response = ctx.llm.chat(messages, tag=ctx.tag(self.name, item))
-            sent[item], raw[item], excerpts[item] = messages, response.text, response.text
+            out.prompts[item], out.responses[item], out.excerpts[item] = messages, response.text, response.text
             try:
                 written[idx] = parse_model(response.text, SolutionOutput)
             except LLMOutputError as exc:
-                errors[item] = [str(exc)]
+                out.errors[item] = [str(exc)]
                 continue
             if written[idx].at_fault == "verifier" and written[idx].diagnosis and idx in clean_before:
-                verifiers[idx] = self._regenerate_verifier(ctx, idx, task["task"], written[idx], database, sent, raw,
-                                                           errors)
-        codes = {i: (verifiers[i]["code"] if verifiers.get(i) else (before.get(i) or {}).get("verifier", {}).get("code")
-                     or self.todo[i]["code"]) for i in written}
-        runnable = {i: (codes[i], s.model_dump(exclude={"reasoning"})) for i, s in written.items()
-                    if f"task_{i}" not in errors}
-        failures, clean, error = prove_solutions(ctx, runnable)
-        for idx, failure in failures.items():
-            if failure:
-                errors.setdefault(f"task_{idx}", []).append(failure)
-        if error:
-            errors["_"] = [f"the solutions could not run: {error}"]
-        tasks = list(kept.values()) + [
-            {"task_idx": i, **s.model_dump(), "proven": failures.get(i, "x") is None, "clean_run": i in clean,
-             **({"verifier": verifiers[i]} if verifiers.get(i) else
-                {"verifier": before[i]["verifier"]} if (before.get(i) or {}).get("verifier") else {})}
-            for i, s in written.items()]
-        proven = sum(1 for t in tasks if t["proven"])
-        return AttemptResult(artifact={"tasks": sorted(tasks, key=lambda t: t["task_idx"])},
-                             error_rate=1 - proven / max(len(self.todo), 1), errors=errors,
-                             metrics={"solutions_proven": proven, "solutions_wanted": len(self.todo),
-                                      "verifiers_regenerated": sum(1 for v in verifiers.values() if v),
-                                      "at_fault": {str(i): s.at_fault for i, s in written.items() if s.at_fault}},
-                             prompts=sent, responses=raw, excerpts=excerpts)
+                verifiers[idx] = self._regenerate_verifier(ctx, idx, task["task"], written[idx], database,
+                                                           out.prompts, out.responses, out.errors)
+        return written, verifiers, out
+
+    def _data_changes(self, ctx: AttemptContext, written: dict[int, SolutionOutput], codes: dict[int, str],
+                      failures: dict[int, str | None], kept: dict[int, dict], base: Path, tmp: Path,
+                      errors: dict[str, list[str]]) -> set[int]:
+        """Check each proposed data change on top of the ones kept before it (`datafix.check_data_change`);
+        the tasks whose change is kept (proven on the changed database)."""
+        from awm_assets.synthesis.datafix import check_data_change
+        from awm_rl.verification import verifier_functions
+
+        proposals = [i for i, s in sorted(written.items()) if s.at_fault == "data" and s.data_change]
+        if not proposals:
+            return set()
+        guarded = self._proven_elsewhere(ctx, written, codes, failures, kept)
+        entries = ctx.store.read_json(ctx.scenario, "verifiers.json")["verifiers"]
+        verifiers = [{**e, "task_idx": int(e["task_idx"]), "functions": e.get("functions") or verifier_functions(e["code"])}
+                     for e in entries if e.get("code")]
+        changed: set[int] = set()
+        for idx in proposals:
+            work = tmp / f"change_{idx}.db"
+            solution = written[idx].model_dump(exclude={"reasoning"})
+            problems = check_data_change(ctx, base, work, idx, written[idx].data_change, (codes[idx], solution),
+                                         {i: g for i, g in guarded.items() if i != idx}, verifiers)
+            if problems:
+                errors.setdefault(f"task_{idx}", []).append("the proposed data change was not kept: " + "; ".join(problems))
+                continue
+            errors.pop(f"task_{idx}", None)
+            changed.add(idx)
+            guarded[idx] = (codes[idx], solution)
+            base = work
+        return changed
+
+    def _proven_elsewhere(self, ctx: AttemptContext, written: dict[int, SolutionOutput], codes: dict[int, str],
+                          failures: dict[int, str | None], kept: dict[int, dict]) -> dict[int, tuple[str, dict]]:
+        """(verifier code, solution) of every task proven before the phase or in it: what a data change must keep."""
+        from awm_rl.quality.solutions import load_solutions
+        from awm_rl.reward.tasks import CODE_FUNCTION, load_tasks
+
+        records = {r.task_idx: r for r in load_tasks(ctx.store, ctx.scenario)}
+        stored = load_solutions(ctx.store.scenario_dir(ctx.scenario), [v for r in records.values() for v in r.verifiers])
+        out: dict[int, tuple[str, dict]] = {}
+        for i in self.proven:
+            entry = records[i].verifier_for(CODE_FUNCTION) if i in records else None
+            if entry and i in stored:
+                out[i] = (entry["code"], stored[i].model_dump())
+        for i, t in kept.items():
+            if t.get("proven"):
+                out[i] = ((t.get("verifier") or {}).get("code") or self.todo[i]["code"],
+                          {"calls": t["calls"], "final_answer": t.get("final_answer")})
+        out.update({i: (codes[i], written[i].model_dump(exclude={"reasoning"})) for i in written
+                    if failures.get(i, "x") is None})
+        return out
 
     def _regenerate_verifier(self, ctx: AttemptContext, idx: int, task: str, solution: SolutionOutput, database: str,
                              sent: dict, raw: dict, errors: dict[str, list[str]]) -> dict[str, Any] | None:
@@ -217,6 +302,9 @@ class SolutionsStage:
         by_idx = {int(t["task_idx"]): t for t in existing.get("tasks", [])}
         by_idx.update({int(t["task_idx"]): {k: v for k, v in t.items() if k != "verifier"} for t in artifact["tasks"]})
         ctx.store.write_json(ctx.scenario, SOLUTIONS_FILE, {"tasks": [by_idx[i] for i in sorted(by_idx)]})
+        changes = [{"task_idx": int(t["task_idx"]), "statements": t["data_change"], "diagnosis": t.get("diagnosis")}
+                   for t in artifact["tasks"] if t.get("data_change_kept")]
+        commit_data_changes(ctx.store, ctx.scenario, changes)
         replaced = {int(t["task_idx"]): t["verifier"] for t in artifact["tasks"] if t.get("verifier") and t["proven"]}
         if replaced:  # a verifier regenerated from a diagnosis, proven by the solution: it replaces the task's entries
             entries = ctx.store.read_json(ctx.scenario, "verifiers.json")["verifiers"]
@@ -224,7 +312,7 @@ class SolutionsStage:
             ctx.store.write_json(ctx.scenario, "verifiers.json",
                                  {"verifiers": sorted(kept + list(replaced.values()), key=lambda e: int(e["task_idx"]))})
         return {"changed": True, "solutions_proven": sum(1 for t in artifact["tasks"] if t["proven"]),
-                "verifiers_replaced": len(replaced)}
+                "verifiers_replaced": len(replaced), "data_changes": len(changes)}
 
 
 def _attempt_zero(result: AttemptResult) -> dict[str, Any]:
@@ -309,8 +397,9 @@ def _solutions_phase(store, llm, scenario, quality, settings, max_attempts, log_
     failing = {f"task_{t['task_idx']}": [f"the stored reference solution failed: {t.get('solution_detail', '')}"]
                for t in quality["tasks"] if t["task_idx"] in todo and t.get("solvable") == "no"}
     clean = {t["task_idx"] for t in quality["tasks"] if t["task_idx"] in todo and t.get("clean_run")}
+    proven = {t["task_idx"] for t in quality["tasks"] if t.get("solvable") == "yes"}
     baseline = AttemptResult(artifact=None, error_rate=1.0, errors=failing, metrics={"solutions_wanted": len(todo)})
-    return run_phase(SolutionsStage(todo, tools, clean), store, llm, scenario, baseline, max_attempts=max_attempts,
+    return run_phase(SolutionsStage(todo, tools, clean, proven), store, llm, scenario, baseline, max_attempts=max_attempts,
                      settings=settings, log_fn=log_fn)
 
 

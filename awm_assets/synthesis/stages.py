@@ -333,14 +333,16 @@ def _cut_json(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " ...(cut)"
 
 
-def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str, Any]]]
-                    ) -> tuple[dict[int, str | None], set[int], str | None]:
+def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str, Any]]], *,
+                    initial: Path | None = None) -> tuple[dict[int, str | None], set[int], str | None]:
     """Run reference solutions (task_idx -> (verifier code, solution)) each on a fresh instance of the
     stored environment, then the code-mode verifier on the database it left. Per task: None when the
-    verifier says complete, else why not (`awm_rl.quality.solutions.solution_feedback`: the calls with
+    verifier says complete and no call failed with a 5xx or named an unknown tool (the quality gate's rule,
+    `report._solvability`), else why not (`awm_rl.quality.solutions.solution_feedback`: the calls with
     their answers, the verifier's returned dict, the rows it reads that changed); and an error when the
-    environment could not run; and the tasks whose solution calls all answered 2xx (clean runs)."""
-    from awm_rl.quality.solutions import solution_feedback
+    environment could not run; and the tasks whose solution calls all answered 2xx (clean runs). `initial`:
+    another initial database than the stored one (a proposed data change, `datafix.py`)."""
+    from awm_rl.quality.solutions import broken_call, solution_feedback
     from awm_rl.runtime.check import check_env_code
     from awm_rl.verification import VerifierJob, run_verifiers
 
@@ -350,7 +352,7 @@ def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str
     out: dict[int, str | None] = {}
     clean: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="awm-solutions-") as tmp:
-        check = check_env_code(server.read_text(encoding="utf-8"), ctx.store.path(ctx.scenario, "initial.db"),
+        check = check_env_code(server.read_text(encoding="utf-8"), initial or ctx.store.path(ctx.scenario, "initial.db"),
                                timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)),
                                solutions={k: sol for k, (_, sol) in runnable.items()}, snapshot_dir=Path(tmp))
         runs = check.solutions or {}
@@ -360,7 +362,7 @@ def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str
         for (k, run), outcome in zip(runs.items(), outcomes):
             if all(c["status"] < 400 for c in run["calls"]):
                 clean.add(int(k))
-            if outcome.ok and outcome.verdict == "complete":
+            if outcome.ok and outcome.verdict == "complete" and broken_call(run) is None:
                 out[int(k)] = None
                 continue
             verdict = outcome.verdict or f"{outcome.error_kind}: {outcome.error}"

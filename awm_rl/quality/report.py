@@ -23,7 +23,7 @@ from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, static_writable_tables
 from awm_rl.quality.dbfacts import read_facts
 from awm_rl.quality.probe import BUG_STATUSES
-from awm_rl.quality.solutions import SOLUTIONS_FILE, load_solutions, solution_feedback
+from awm_rl.quality.solutions import SOLUTIONS_FILE, broken_call, load_solutions, solution_feedback
 from awm_rl.reward.audit import audit_verifiers, write_audit
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
 from awm_rl.verification import VerifierJob, run_verifiers
@@ -207,8 +207,7 @@ def _judge_solutions(scenario: str, tasks: list[dict[str, Any]], records, runs: 
 def _solvability(run: dict[str, Any], pairs: list, verifier_code: str) -> dict[str, Any]:
     """Did the reference solution run cleanly, and does the code-mode verifier call the result complete?
     If not, the detail says why (`solution_feedback`: calls and answers, the verifier's dict, changed rows)."""
-    failed = next(((i, c) for i, c in enumerate(run["calls"]) if c["status"] >= 500 or c["status"] == 404
-                   and c["error"] and "Unknown tool" in c["error"]), None)
+    failed = broken_call(run)
     if failed is not None:
         i, call = failed
         return {"solvable": "no", "solution_detail": f"reference solution call {i + 1} ({call['tool']}) failed with "

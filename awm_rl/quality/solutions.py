@@ -146,6 +146,13 @@ def _cut(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " ...(cut)"
 
 
+def broken_call(run: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """The first call of a solution run that no correct solution can contain: a 5xx, or an unknown tool
+    (the quality gate then calls the task unsolvable whatever the verifier says)."""
+    return next(((i, c) for i, c in enumerate(run["calls"]) if c["status"] >= 500 or c["status"] == 404
+                 and c.get("error") and "Unknown tool" in str(c["error"])), None)
+
+
 def solution_feedback(run: dict[str, Any], verifier_code: str, verdict: Any, result: dict | None) -> str:
     """Why a reference solution did not pass, for the next attempt's prompt: every call with its status and
     (cut) answer, the verifier's whole returned dict, and the changed rows of the tables the verifier reads."""
@@ -155,8 +162,12 @@ def solution_feedback(run: dict[str, Any], verifier_code: str, verdict: Any, res
     read = tables_read(verifier_code, final)
     changes = changed_rows(initial, final, read)
     clean = all(c["status"] < 400 for c in run["calls"])
-    return (f"after the reference solution ran on the environment, verify_task_completion says {verdict!r}, not "
-            f"'complete'. The solution's calls ({'all answered 2xx' if clean else 'some failed'}):\n"
+    broken = broken_call(run)
+    head = (f"reference solution call {broken[0] + 1} ({broken[1]['tool']}) failed with HTTP {broken[1]['status']}, "
+            f"and verify_task_completion says {verdict!r}" if broken else
+            f"after the reference solution ran on the environment, verify_task_completion says {verdict!r}, not "
+            f"'complete'")
+    return (f"{head}. The solution's calls ({'all answered 2xx' if clean else 'some failed'}):\n"
             f"{calls or '  (none)'}\nfinal_answer: {run.get('final_answer')!r}\n"
             f"The verifier returned: {_cut(result, 2000)}\n"
             f"Rows changed in the tables the verifier reads ({', '.join(read) or 'none found in its SQL'}): "

@@ -180,27 +180,40 @@ def test_repair_regenerates_a_vacuous_verifier_with_a_proven_solution(tmp_path):
 
 # -- fixing the right side (issue 22, item 4): recordings written by hand, see their first line ---------
 
-def test_a_clean_run_diagnosed_against_the_verifier_regenerates_it_and_data_faults_become_the_reason(tmp_path):
+def test_repair_fixes_the_side_at_fault_verifier_or_data_and_a_refused_fix_leaves_the_diagnosis(tmp_path):
     from benchmarks.repair import run_case
 
-    # `awm bench repair`'s case: task 4's verifier reads only the initial database, task 6's target is seeded.
+    # `awm bench repair`'s case: task 4's verifier reads only the initial database; tasks 6 and 7 ask to
+    # create projects whose unique names the seed data already holds.
     row = run_case("verifier_at_fault", tmp_path)
 
     assert row["error"] is None, row
-    assert row["calls_per_phase"] == {"solutions": {"answers": 3}} and row["attempts_per_phase"] == {"solutions": 1}
-    assert row["verifier_generations"] == {"task_4": 1} and row["tasks_proven"] == {"before": 1, "after": 2}
-    assert list(row["excluded"]) == ["6"] and row["excluded"]["6"].startswith("unsolvable: diagnosis (data at fault)")
+    assert row["calls_per_phase"] == {"solutions": {"answers": 4}} and row["attempts_per_phase"] == {"solutions": 1}
+    assert row["verifier_generations"] == {"task_4": 1} and row["data_changes_kept"] == 1
+    assert row["tasks_proven"] == {"before": 1, "after": 3}
+    assert list(row["excluded"]) == ["7"] and row["excluded"]["7"].startswith("unsolvable: diagnosis (data at fault)")
     store = ArtifactStore(tmp_path)
     folder = store.scenario_dir(SCENARIO)
     zero, one = store.list_attempts(SCENARIO, "solutions")
     # The stored solution of task 4 ran cleanly; attempt 0 says so with its calls and the verifier's dict.
     assert "(all answered 2xx)" in zero["errors"]["task_4"][0] and '"zephyr_in_initial": 0' in zero["errors"]["task_4"][0]
-    assert one["metrics"]["verifiers_regenerated"] == 1 and one["metrics"]["at_fault"] == {"4": "verifier", "6": "data"}
+    assert one["metrics"]["at_fault"] == {"4": "verifier", "6": "data", "7": "data"}
     assert "Diagnosis: The earlier calls answered 2xx" in one["prompts"]["task_4.verifier"][-1]["content"]
     verifier = next(e for e in store.read_json(SCENARIO, "verifiers.json")["verifiers"] if e["task_idx"] == 4)
     assert "final_db_path" in verifier["code"] and verifier["regenerated_from"].startswith("The earlier calls")
+    # Task 7's change would make task 0's verifier pass for a do-nothing agent and its solution fail: refused.
+    failed_run, refused = one["errors"]["task_7"]  # its run on the stored database, then the refusal
+    assert "HTTP 500" in failed_run
+    assert refused.startswith("the proposed data change was not kept") and "breaks task 0" in refused
+    assert "task_0 fails the do-nothing check" in refused and "task_6" not in one["errors"]
+    # Task 6's change is applied to the stored database (the original kept) and logged.
+    conn = sqlite3.connect(folder / "initial.db")
+    assert conn.execute("SELECT name FROM projects WHERE id = 2").fetchone() == ("Borealis Archive",)
+    conn.close()
+    assert (folder / "initial.original.db").is_file()
+    assert store.read_json(SCENARIO, "data_changes.json")["changes"][0]["task_idx"] == 6
     quality = {t["task_idx"]: t for t in json.loads((folder / "quality.json").read_text())["tasks"]}
-    assert quality[4]["verdict"] == "ok" and quality[4]["solvable"] == "yes"
-    assert quality[6]["verdict"] == "unsolvable" and quality[6]["diagnosis"]["at_fault"] == "data"
-    assert quality[6]["reason"].startswith("diagnosis (data at fault): The initial database already holds")
+    assert all(quality[i]["verdict"] == "ok" and quality[i]["solvable"] == "yes" for i in (0, 4, 6))
+    assert quality[7]["verdict"] == "unsolvable" and quality[7]["diagnosis"]["at_fault"] == "data"
+    assert quality[7]["reason"].startswith("diagnosis (data at fault): The initial database already holds")
     shutil.rmtree(folder)
