@@ -18,9 +18,10 @@ row already holds.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, Iterator
+from typing import Any
 
 from awm_rl.quality.dbfacts import DbFacts, Table, looks_like_date
 from awm_rl.runtime.tools import ToolRoute
@@ -251,7 +252,7 @@ def _primary_table(sources: dict[str, _Source]) -> Table | None:
 
 def _related(param: str, via: str) -> bool:
     """Does a foreign-key column (`owner_id`) name what a parameter (`owner`, `repo`) is?"""
-    a, b = (x.lower()[:-3] if x.lower().endswith("_id") else x.lower() for x in (param, via))
+    a, b = (x.lower().removesuffix("_id") for x in (param, via))
     return a == b or (min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a))) \
         or a.endswith("_" + b) or b.endswith("_" + a)
 
@@ -470,7 +471,7 @@ _NAMING = ("name", "title", "slug", "code", "key", "username", "email", "handle"
 
 
 def _fresh_names(plan: _Plan) -> set[str]:
-    """Parameters of a create whose stored values may already be taken: unique columns and names."""
+    """Parameters of a create or rename whose stored values may already be taken: unique columns and names."""
     about = {t.name for t in plan.tables}
     out = set()
     for n, prop in plan.props.items():
@@ -508,11 +509,11 @@ def _fresh(value: Any, schema: dict[str, Any], n: int) -> Any:
 
 def retry_sets(tool: ToolRoute, facts: DbFacts) -> Iterator[ArgSet]:
     """More valid sets for a tool that accepted none of `grounded_sets`, most promising first, each round:
-    for a create, the sets below with fresh names; rows past the first ones (states not met yet); the
-    parameters linked through another table; each parameter from its own table. The caller stops at the
-    first one accepted and skips sets it already sent (`args_key`)."""
+    for a create or a rename, the sets below with fresh names; rows past the first ones (states not met
+    yet); the parameters linked through another table; each parameter from its own table. The caller
+    stops at the first one accepted and skips sets it already sent (`args_key`)."""
     plan = _plan(tool, facts)
-    fresh = _fresh_names(plan) if tool.method == "POST" else set()
+    fresh = _fresh_names(plan) if tool.method in ("POST", "PUT", "PATCH") else set()  # creates, renames
     used = list(dict.fromkeys(s.table for s in plan.sources.values()))
     others = [t for t in used if t is not plan.anchor and t is not plan.primary]
     used_names = {t.name for t in used}

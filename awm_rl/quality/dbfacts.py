@@ -18,7 +18,7 @@ from typing import Any
 
 MAX_ROWS = 50  # rows kept per table: enough to pick several consistent rows
 MAX_STATES = 12  # a column with more distinct values is no state column
-_STATE_NAME = re.compile(r"^(status|state|stage|phase)$|_(status|state|stage)$|^(is|has)_", re.I)
+_STATE_NAME = re.compile(r"^(status|state|stage|phase)$|_(status|state|stage)$|^(is|has)_", re.IGNORECASE)
 
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
 

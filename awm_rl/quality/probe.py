@@ -14,9 +14,10 @@ call on a fresh instance of the environment. A tool's status, worst first:
 Each tool also reports the tables its successful calls wrote, for the task write-coverage check.
 
 A tool that accepts none of its first grounded inputs is tried further until one is accepted (at most
-RETRY_CALLS more, and EXTRA_CALLS_PER_TOOL per tool for the whole environment): other rows, other links, fresh names for a create (`arguments.retry_sets`); last,
-once every tool has been probed, after another write tool that worked, run just before on the same
-instance (the id of the row a create made, a state a write set). Only then is it `client_error_only`,
+RETRY_CALLS more, and EXTRA_CALLS_PER_TOOL per tool for the whole environment): other rows, other
+links, fresh names for a create or rename (`arguments.retry_sets`); last, once every tool has been
+probed, after another write tool that worked, run just before on the same instance (the id of the row
+a create made, a state a write set). Only then is it `client_error_only`,
 its note naming the inputs tried and the distinct answers it got.
 """
 

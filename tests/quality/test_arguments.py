@@ -348,3 +348,9 @@ def test_retries_for_a_create_offer_fresh_unique_values(facts):
     fresh = [s for s in retry_sets(t, facts) if s.kind.endswith("+fresh")]
     assert fresh and all(s.valid for s in fresh)
     assert not {s.args["title"] for s in fresh} & {r[1] for r in ROWS["tracks"]}
+    # a rename too: the id stays one that exists, the new title is one no row holds
+    rename = tool("rename_track", "PATCH", "/tracks/{track_id}", {"track_id": {"type": "integer"}, "title": {"type": "string"}},
+                  ["track_id", "title"])
+    fresh = [s for s in retry_sets(rename, facts) if s.kind.endswith("+fresh")]
+    assert fresh and {s.args["track_id"] for s in fresh} <= ids("tracks")
+    assert not {s.args["title"] for s in fresh} & {r[1] for r in ROWS["tracks"]}
