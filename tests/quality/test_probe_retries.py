@@ -206,3 +206,12 @@ def test_client_errors_only_names_what_was_tried_and_the_answers(probed):
     assert t["accepted"] is None
     assert t["errors"] and all(e["status_code"] == 403 for e in t["errors"])
     assert "Wrong manager PIN" in t["note"] and "valid inputs" in t["note"]
+
+
+def test_a_record_beside_empty_lists_is_an_answer():
+    """`get_issue_by_key` answering an issue whose labels and links are empty is no `suspicious_empty` read."""
+    from awm_rl.quality.probe import _only_empty_lists
+
+    assert _only_empty_lists('{"issues": [], "total": 0}')
+    assert not _only_empty_lists('{"id": 1, "key": "WEB-129", "labels": [], "links": []}')
+    assert not _only_empty_lists('{"issues": [{"issue_id": 4, "labels": []}]}')
