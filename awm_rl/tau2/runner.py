@@ -194,6 +194,8 @@ def _per_task(rows: list[dict[str, Any]], trials: int, pass_hat_k) -> list[dict[
 
 
 def _safe(text: str) -> str:
+    """A file name for a task id (telecom's run past 200 characters: cut, with a hash to keep them apart)."""
+    import hashlib
     import re
 
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:120]
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', text)[:80]}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
