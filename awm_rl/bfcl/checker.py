@@ -40,8 +40,9 @@ def run_worker(request: dict[str, Any], *, timeout: float = 3600) -> dict[str, A
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.setdefault("BFCL_PROJECT_ROOT", str(Path(request["score_dir"]).parent))
     try:
-        proc = subprocess.run([str(python), str(WORKER)], input=json.dumps(request), capture_output=True, text=True,
-                              env=env, timeout=timeout)
+        # -I: the worker's folder (this package's modules: data.py, runner.py, ...) stays off its sys.path.
+        proc = subprocess.run([str(python), "-I", str(WORKER)], input=json.dumps(request), capture_output=True,
+                              text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise BFCLUnavailable(f"BFCL's checker did not answer within {timeout:.0f}s") from exc
     if proc.returncode != 0:
