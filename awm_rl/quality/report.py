@@ -98,6 +98,7 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
         out.update(_tool_summary(probe))
         out["tools"] = {name: {"status": t["status"], "calls": t["calls"], "errors": t["errors"],
                                "writes": t["writes"], **({"note": t["note"]} if t.get("note") else {}),
+                               **({"accepted": t["accepted"]} if t.get("accepted") else {}),
                                **({"shadowed_by": t["shadowed_by"]} if t.get("shadowed_by") else {})}
                         for name, t in probe.items()}
         if check.probe is None:
