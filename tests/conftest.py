@@ -54,3 +54,30 @@ def corpus_store(corpus_dir, tmp_path_factory):
         report = import_awm_dir(corpus_dir / sub, store)
         assert report.scenarios, f"nothing imported from {sub}"
     return store
+
+
+@pytest.fixture(scope="session")
+def demo_synthesis(tmp_path_factory):
+    """The demo seed batch synthesized once per session through the real Dagster assets (replay LLM): generation,
+    the six stages per accepted scenario, the catalog. `pristine` is a copy of its store taken right after, for
+    tests that need the store as synthesized whatever other tests did to it since."""
+    import shutil
+
+    import dagster as dg
+
+    from awm_assets.catalog_asset import environment_catalog
+    from awm_assets.stage_assets import build_stage_assets
+    from awm_resources.store import ArtifactStore
+    from tests.test_synthesis import DEMO_SEEDS, generate, resources
+
+    root = tmp_path_factory.mktemp("demo_store")
+    instance = dg.DagsterInstance.ephemeral()
+    gen = generate(instance, root, DEMO_SEEDS)
+    runs = {key: dg.materialize(build_stage_assets(), instance=instance, partition_key=key, resources=resources(root))
+            for key in instance.get_dynamic_partitions("scenarios")}
+    catalog = dg.materialize([environment_catalog], instance=instance, resources=resources(root))
+    pristine = tmp_path_factory.mktemp("demo_store_pristine")
+    shutil.copytree(root, pristine, dirs_exist_ok=True)
+    yield {"instance": instance, "store": ArtifactStore(root), "root": root, "gen": gen, "runs": runs,
+           "catalog": catalog, "pristine": pristine}
+    instance.dispose()

@@ -43,16 +43,9 @@ def generate(instance, store_root, seed_file: Path, replay_dir: Path = RECORDING
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """The demo seed batch, synthesized once: generation, then the six stages per accepted scenario."""
-    root = tmp_path_factory.mktemp("demo_store")
-    instance = dg.DagsterInstance.ephemeral()
-    gen = generate(instance, root, DEMO_SEEDS)
-    runs = {key: dg.materialize(build_stage_assets(), instance=instance, partition_key=key, resources=resources(root))
-            for key in instance.get_dynamic_partitions("scenarios")}
-    catalog = dg.materialize([environment_catalog], instance=instance, resources=resources(root))
-    yield {"instance": instance, "store": ArtifactStore(root), "root": root, "gen": gen, "runs": runs, "catalog": catalog}
-    instance.dispose()
+def demo(demo_synthesis):
+    """The demo seed batch, synthesized once per session (tests/conftest.py: demo_synthesis)."""
+    return demo_synthesis
 
 
 def test_scenario_generation_classifies_dedups_and_registers(demo):

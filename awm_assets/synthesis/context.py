@@ -25,27 +25,37 @@ NUMBER = re.compile(r"(?<![\w.-])#?(\d+(?:\.\d+)?)\b")
 
 def tool_specs(store: ArtifactStore, scenario: str, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The scenario's tools as agents see them (name, description, input_schema), plus `returns` where the
-    API spec describes the response, from the stored server code; [] without one."""
-    from awm_resources.store import atomic_write_json
+    API spec describes the response, from the stored server code; [] without one. The env_code stage stores
+    them when it commits (`store_tool_specs`); otherwise the env-check worker lists them here."""
     from awm_rl.runtime.check import check_env_code
 
     server = store.path(scenario, "server.py")
     if not server.is_file():
         return []
     code = server.read_text(encoding="utf-8")
-    digest = hashlib.sha256(code.encode()).hexdigest()[:16]
     if store.has(scenario, TOOLS_FILE):
         cached = store.read_json(scenario, TOOLS_FILE)
-        if cached.get("server_digest") == digest:
+        if cached.get("server_digest") == _digest(code):
             return cached["tools"]
     check = check_env_code(code, store.path(scenario, "initial.db"), probe=True,
                            timeout_s=float((settings or {}).get("env_check_timeout_s", 60)))
+    return store_tool_specs(store, scenario, code, [t["spec"] for t in (check.probe or {}).values() if t.get("spec")])
+
+
+def store_tool_specs(store: ArtifactStore, scenario: str, code: str, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cache the tools a check of `code` listed (with `returns` from the API spec) for `tool_specs`, so that the
+    verifiers stage and repairs need no second sandboxed check of the same code."""
+    from awm_resources.store import atomic_write_json
+
     returns = _spec_responses(store, scenario)
-    tools = [{**t["spec"], **({"returns": returns[t["spec"]["name"]]} if t["spec"]["name"] in returns else {})}
-             for t in (check.probe or {}).values() if t.get("spec")]
+    tools = [{**s, **({"returns": returns[s["name"]]} if s["name"] in returns else {})} for s in specs]
     if tools:
-        atomic_write_json(store.path(scenario, TOOLS_FILE), {"server_digest": digest, "tools": tools})
+        atomic_write_json(store.path(scenario, TOOLS_FILE), {"server_digest": _digest(code), "tools": tools})
     return tools
+
+
+def _digest(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
 def _spec_responses(store: ArtifactStore, scenario: str) -> dict[str, Any]:
