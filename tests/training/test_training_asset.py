@@ -25,8 +25,9 @@ def test_training_asset_materializes_with_the_tiny_config(corpus_store, tmp_path
     result = dg.materialize(
         [environment_catalog, grpo_training], instance=instance,
         resources={"store": StoreResource(root=str(root)), "ray": RayResource()},
+        # A shorter warm start than the file's (tests/training/test_train_e2e.py runs the file as it is).
         run_config=training_run_config("configs/tiny-cpu.yaml", steps=1, bfcl_categories=["multi_turn_base"],
-                                       bfcl_limit=1),
+                                       bfcl_limit=1, overrides_yaml="warm_start: {steps: 20}"),
     )
     assert result.success
     meta = result.asset_materializations_for_node("grpo_training")[0].metadata
