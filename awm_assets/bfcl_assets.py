@@ -5,7 +5,6 @@ GPU). Records accuracy, cases, a table with the paper's Table 4 reference rows, 
 file, linked by path) and the folder of per-case trajectories. No `from __future__ import
 annotations` here: Dagster resolves the config and resource annotations at definition time."""
 
-import re
 from pathlib import Path
 
 import dagster as dg
@@ -14,6 +13,7 @@ from pydantic import Field
 from awm_assets.partitions import bfcl_category_partitions
 from awm_assets.ui_tables import records_table
 from awm_assets.resources import StoreResource
+from awm_resources.names import policy_slug
 
 
 class BFCLEvaluationConfig(dg.Config):
@@ -72,7 +72,7 @@ def bfcl_evaluation(context: dg.AssetExecutionContext, config: BFCLEvaluationCon
     categories = expand_categories(partition)
     st = store.get_store()
     grpo_model = _latest_trained_model(context) if config.policy in ("grpo_latest", "vllm:grpo_latest") else None
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.policy).strip("_")[:60] or "policy"
+    slug = policy_slug(config.policy, max_len=60)
     out_dir = st.root / "bfcl" / partition / f"{slug}-{context.run.run_id[:8]}"
     try:
         suite = evaluate_suite(categories, config.policy, out_dir=out_dir,

@@ -5,13 +5,13 @@ average reward, pass^k, the package version and the user simulator, and a table 
 τ² rows. No `from __future__ import annotations` here: Dagster resolves the config annotations at
 definition time."""
 
-import re
 from pathlib import Path
 
 import dagster as dg
 from pydantic import Field
 
 from awm_assets.resources import StoreResource
+from awm_resources.names import policy_slug
 from awm_assets.ui_tables import records_table
 
 tau2_domain_partitions = dg.StaticPartitionsDefinition(["airline", "retail", "telecom"])  # awm_rl.tau2.DOMAINS
@@ -64,7 +64,7 @@ def tau2_evaluation(context: dg.AssetExecutionContext, config: Tau2EvaluationCon
 
     domain = context.partition_key
     st = store.get_store()
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.policy).strip("_")[:60] or "policy"
+    slug = policy_slug(config.policy, max_len=60)
     out_dir = st.root / "tau2" / domain / f"{slug}-{context.run.run_id[:8]}"
     try:
         report = evaluate_tau2(domain, config.policy, out_dir=out_dir, user_model=config.user_model, solo=config.solo,

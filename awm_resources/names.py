@@ -14,3 +14,11 @@ def normalize_scenario_name(name: str) -> str:
     if not key:
         raise ValueError(f"scenario name {name!r} normalises to an empty key")
     return key
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def policy_slug(policy: str, max_len: int = 80) -> str:
+    """A folder name for a policy string (`chat:openai/gpt-5` -> `chat_openai_gpt-5`), for evaluation outputs."""
+    return _UNSAFE.sub("_", policy).strip("_")[:max_len] or "policy"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import re
 import sys
 import time
 from pathlib import Path
 
+from awm_resources.names import policy_slug
 from awm_rl.bfcl.data import ALL_CATEGORIES, CATEGORY_GROUPS
 
 
@@ -41,10 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80] or "policy"
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from awm_resources.store import default_home
@@ -63,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     stamp = time.strftime("%Y%m%d-%H%M%S")
     single = len(categories) == 1
-    out = Path(args.out) if args.out else default_home() / "bfcl" / args.category / f"{_slug(args.policy)}-{stamp}"
+    out = Path(args.out) if args.out else default_home() / "bfcl" / args.category / f"{policy_slug(args.policy)}-{stamp}"
     try:
         # BFCL's backends and model libraries may print; stdout carries only our answer.
         with contextlib.redirect_stdout(sys.stderr):

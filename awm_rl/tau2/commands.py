@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import re
 import sys
 import time
 from pathlib import Path
 
+from awm_resources.names import policy_slug
 from awm_rl.tau2.data import DOMAINS
 
 POLICY_HELP = "ground_truth | tiny | chat:<litellm model> | transformers:<path> | vllm:<model> | grpo_latest"
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None and args.limit < 1:
         print("awm eval tau2: --limit must be at least 1", file=sys.stderr)
         return 2
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", args.policy).strip("_")[:80] or "policy"
-    out = Path(args.out) if args.out else default_home() / "tau2" / args.domain / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = Path(args.out) if args.out else (default_home() / "tau2" / args.domain
+                                           / f"{policy_slug(args.policy)}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         with contextlib.redirect_stdout(sys.stderr):  # τ² and model libraries may print; stdout carries the answer
             report = evaluate_tau2(args.domain, args.policy, out_dir=out, user_model=args.user_model, solo=args.solo,
