@@ -1,7 +1,7 @@
 """What a prompt that asks for tool calls needs besides the schema: the tools as agents see them, and
 the rows a task names (the head of each table often misses them, and the model then guesses ids).
 
-Tool specs come from the env-check worker's probe (generated code runs only in sandboxed workers, never
+Tool specs come from the env-check worker's tool listing (generated code runs only in sandboxed workers, never
 in this process), cached per server code in `tools.json` so that retries and later stages reuse them.
 """
 
@@ -37,9 +37,9 @@ def tool_specs(store: ArtifactStore, scenario: str, settings: dict[str, Any] | N
         cached = store.read_json(scenario, TOOLS_FILE)
         if cached.get("server_digest") == _digest(code):
             return cached["tools"]
-    check = check_env_code(code, store.path(scenario, "initial.db"), probe=True,
+    check = check_env_code(code, store.path(scenario, "initial.db"),
                            timeout_s=float((settings or {}).get("env_check_timeout_s", 60)))
-    return store_tool_specs(store, scenario, code, [t["spec"] for t in (check.probe or {}).values() if t.get("spec")])
+    return store_tool_specs(store, scenario, code, check.tool_specs)
 
 
 def store_tool_specs(store: ArtifactStore, scenario: str, code: str, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:

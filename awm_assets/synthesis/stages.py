@@ -18,7 +18,7 @@ from awm_resources.sqlite_build import (BuildResult, SampleTable, SchemaTable, b
 from awm_resources.store import atomic_path
 
 from awm_assets.synthesis import prompts
-from awm_assets.synthesis.context import task_rows, tool_specs
+from awm_assets.synthesis.context import store_tool_specs, task_rows, tool_specs
 from awm_assets.synthesis.models import ApiSpec, SampleOutput, SchemaOutput, TaskList, VerifierOutput
 from awm_assets.synthesis.runner import AttemptContext, AttemptResult
 
@@ -184,8 +184,7 @@ class EnvCodeStage:
             error_rate = max(error_rate, 1 / max(len(expected), 1))
         error_rate = max(error_rate, len(broken) / max(len(expected), 1))
         edge = {n: t for n, t in probe.items() if t["status"] == "server_error_on_edge"}
-        specs = [t["spec"] for t in probe.values() if t.get("spec")]  # the tools as agents see them (tools.json)
-        return AttemptResult(artifact={"code": code, "tool_specs": specs}, error_rate=error_rate,
+        return AttemptResult(artifact={"code": code, "tool_specs": check.tool_specs}, error_rate=error_rate,
                              errors={"_": errors} if errors else {},
                              metrics={"tools": len(check.tools), "lines_of_code": len(code.splitlines()),
                                       "missing_tools": list(check.missing_tools),
@@ -197,8 +196,6 @@ class EnvCodeStage:
                              excerpts={"_": code}, **fields)
 
     def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
-        from awm_assets.synthesis.context import store_tool_specs
-
         ctx.store.write_text(ctx.scenario, "server.py", artifact["code"])
         store_tool_specs(ctx.store, ctx.scenario, artifact["code"], artifact.get("tool_specs") or [])
         return {"lines_of_code": len(artifact["code"].splitlines())}

@@ -83,6 +83,8 @@ class EnvCodeCheck(BaseModel):
                                   "'off: <reason>'")
     module_state: str | None = Field(
         default=None, description="module-level mutable state found (why the environment was rejected)")
+    tool_specs: list[dict] = Field(
+        default_factory=list, description="the tools as agents see them (name, description, input_schema)")
     accepts_database_url: bool | None = Field(
         default=None, description="the code used DATABASE_PATH as given when it is a sqlite:/// URL (the published "
                                   "pipeline's form); False: it prefixed sqlite:/// itself; None: it made no engine")
@@ -408,7 +410,7 @@ def _worker(work: Path) -> int:
     result = dict(ok=not errors, tools=tools, missing_tools=missing, extra_tools=extra, shadowed_tools=shadowed,
                   import_ms=import_ms, error="; ".join(errors) or None, health_tool=health_tool,
                   health_status=health_status, health_text=health_text,
-                  accepts_database_url=host.env.accepts_database_url)
+                  accepts_database_url=host.env.accepts_database_url, tool_specs=host.list_tools())
     report(**result)  # kept if the state check or the probe below takes the worker down
     if tools:
         host.call_timeout_s = min(host.call_timeout_s, 3.0)  # every fillable tool is called: spinners stop early
