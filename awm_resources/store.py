@@ -41,7 +41,9 @@ PIPELINE_STAGES: tuple[str, ...] = STAGES[1:]  # the per-scenario stages after t
 
 def default_home() -> Path:
     """`$AWM_HOME`, or `.awm_home/` inside the project (ignored by git)."""
-    return Path(os.environ.get("AWM_HOME") or PROJECT_ROOT / ".awm_home").resolve()
+    from awm_resources.settings import load_settings
+
+    return Path(load_settings().paths.home or PROJECT_ROOT / ".awm_home").resolve()
 
 
 HOST = socket.gethostname()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -30,10 +29,9 @@ def _rollout_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", type=int, required=True, help="task index (0-based)")
     p.add_argument("--policy", default="reference",
                    help="reference | chat:<litellm model> | transformers:<path> | tiny | vllm:<model> (default reference)")
-    p.add_argument("--api-base", default=os.environ.get("AWM_POLICY_API_BASE"), help="API base for chat:hosted_vllm/...")
+    p.add_argument("--api-base", default=None, help="API base for chat:hosted_vllm/... (default $AWM_POLICY_API_BASE)")
     p.add_argument("--judge", choices=["code", "llm", "sql"], default="code", help="judge mode (default code: offline)")
-    p.add_argument("--judge-model", default=os.environ.get("AWM_JUDGE_MODEL", "replay"),
-                   help="litellm model for llm/sql judging (default $AWM_JUDGE_MODEL or replay)")
+    p.add_argument("--judge-model", default=None, help="litellm model for llm/sql judging (default $AWM_JUDGE_MODEL or replay)")
     p.add_argument("--window", type=int, default=10, help="history window w (default 10; -1: full history)")
     p.add_argument("--max-turns", type=int, default=20)
     p.add_argument("--max-new-tokens", type=int, default=2048)
@@ -58,13 +56,14 @@ def rollout_main(argv: list[str]) -> int:
         print(f"awm rollout: {exc}", file=sys.stderr)
         return 2
     try:
-        policy = make_policy(args.policy, solutions_dir=args.solutions, api_base=args.api_base,
+        from awm_resources.settings import judge_llm_config, load_settings
+
+        policy = make_policy(args.policy, solutions_dir=args.solutions,
+                             api_base=args.api_base or load_settings().evaluation.policy_api_base,
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature)
         judge_llm = None
         if args.judge != "code":
-            from awm_resources.llm import LLMClient
-
-            judge_llm = LLMClient(args.judge_model, temperature=0.0, max_tokens=2048)
+            judge_llm = judge_llm_config(model=args.judge_model).client(max_tokens=2048)
         judge = Judge(args.judge, llm=judge_llm)
     except (ValueError, PolicyError) as exc:
         print(f"awm rollout: {exc}", file=sys.stderr)

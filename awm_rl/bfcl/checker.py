@@ -25,9 +25,11 @@ MODEL_NAME = "awm-policy"  # BFCL's registry name for our policy (no "_": BFCL r
 
 def bfcl_python() -> Path:
     """The BFCL environment's interpreter: $AWM_BFCL_PYTHON, else .venv/bfcl next to this interpreter's venv."""
-    configured = os.environ.get("AWM_BFCL_PYTHON")
+    from awm_resources.settings import load_settings
+
+    configured = load_settings().evaluation.bfcl_python
     if configured:
-        return Path(configured)
+        return configured
     return Path(sys.prefix) / "bfcl" / "bin" / "python"
 
 

@@ -43,8 +43,9 @@ class BFCLUnavailable(RuntimeError):
 
 
 def _bfcl_root() -> Path:
-    root = os.environ.get("AWM_HOME")
-    base = Path(root) if root else Path(tempfile.gettempdir())
+    from awm_resources.settings import load_settings
+
+    base = load_settings().paths.home or Path(tempfile.gettempdir())
     return base / "bfcl"
 
 

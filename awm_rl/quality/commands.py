@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 
@@ -49,17 +48,14 @@ def quality_main(argv: list[str]) -> int:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds for importing and probing one environment")
     p.add_argument("--judge", choices=["llm", "sql"], default=None,
                    help="also require the rollout judge in this mode to call each reference solution Completed")
-    p.add_argument("--judge-model", default=os.environ.get("AWM_JUDGE_MODEL", "replay"),
-                   help="litellm model of the judge (default $AWM_JUDGE_MODEL or replay)")
+    p.add_argument("--judge-model", default=None, help="litellm model of the judge (default $AWM_JUDGE_MODEL or replay)")
     args = p.parse_args(argv)
     judge = None
     if args.judge:
-        from awm_resources.llm import LLMClient
+        from awm_resources.settings import judge_llm_config
         from awm_rl.reward.judge import Judge
 
-        judge = Judge(args.judge, llm=LLMClient(args.judge_model, api_base=os.environ.get("AWM_JUDGE_API_BASE"),
-                                                api_key=os.environ.get("AWM_JUDGE_API_KEY"),
-                                                replay_dir=os.environ.get("AWM_REPLAY_DIR") or None))
+        judge = Judge(args.judge, llm=judge_llm_config(model=args.judge_model).client())
     store = ArtifactStore(None)
     unknown = [s for s in args.scenarios if not store.scenario_dir(s).is_dir()]
     if unknown:

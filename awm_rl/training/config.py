@@ -140,7 +140,8 @@ class JudgeConfig(_Section):
     """How episodes that end normally are classified (awm_rl.reward.Judge)."""
 
     mode: Literal["code", "llm", "sql"] = "code"
-    llm_model: str | None = Field(default=None, description="litellm model for llm/sql modes (default $AWM_LLM_MODEL)")
+    llm_model: str | None = Field(default=None, description="litellm model for llm/sql modes (default "
+                                  "$AWM_JUDGE_MODEL, else $AWM_LLM_MODEL)")
     llm_api_base: str | None = None
     timeout_s: float = 10.0
 

@@ -20,9 +20,14 @@ from awm_rl.training.config import TrainConfig
 from awm_rl.training.job import TrainingError, run_training
 
 EventSink = Callable[[dict[str, Any]], None]
-# Environment the trainer process needs from the launching one (offline hubs, LLM judge settings).
-FORWARDED_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "AWM_HOME", "AWM_LLM_MODEL",
-                 "AWM_LLM_API_BASE", "AWM_LLM_API_KEY", "AWM_REPLAY_DIR", "RAY_AUTH_MODE", "TRL_EXPERIMENTAL_SILENCE")
+
+
+def trainer_env(config: TrainConfig) -> dict[str, str]:
+    """What the trainer process gets from the launching one: the variables that travel to Ray
+    (awm_resources.settings: offline hubs, LLM judge settings, ...) and the run's artifact store."""
+    from awm_resources.settings import ray_forwarded_env
+
+    return {**ray_forwarded_env(), "AWM_HOME": str(config.store_root())}
 
 
 class TrainerWorker:
@@ -148,14 +153,11 @@ def launch_training(config: TrainConfig, on_event: EventSink | None = None, *, p
 
     info = init_ray(config.ray.address)
     if config.ray.trainer_workers > 1:
-        env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-        env["AWM_HOME"] = str(config.store_root())
-        return _launch_data_parallel(config, on_event, env, poll_s)
+        return _launch_data_parallel(config, on_event, trainer_env(config), poll_s)
     if on_event:
         on_event({"kind": "info", "message": f"Ray cluster {info.get('address')} ({info.get('num_cpus')} CPUs); "
                   f"trainer actor with {config.ray.trainer_num_gpus} GPU(s), {config.ray.trainer_num_cpus} CPU(s)"})
-    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-    env["AWM_HOME"] = str(config.store_root())
+    env = trainer_env(config)
     actor_cls = ray.remote(num_cpus=config.ray.trainer_num_cpus, num_gpus=config.ray.trainer_num_gpus,
                            max_concurrency=2, max_restarts=0)(TrainerWorker)
     actor = actor_cls.remote(env)
