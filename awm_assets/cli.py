@@ -124,13 +124,13 @@ def catalog(as_json: bool = typer.Option(False, "--json"),
     from awm_assets.synthesis.catalog import build_catalog, written_catalog
 
     if refresh:  # the refresh_catalog job (quality gate + catalog.json), recorded in the Dagster instance
-        from awm_assets.headless import refresh_catalog
+        from awm_assets.inprocess import bound_store, refresh_catalog
         from awm_assets.instance import get_instance
 
         result = refresh_catalog(get_instance())
         if not result.success:
             _fail("catalog", f"the refresh_catalog run {result.run_id} failed; see it in the Dagster UI", 1)
-    entries = written_catalog(ArtifactStore()) if refresh else build_catalog(ArtifactStore())
+    entries = written_catalog(bound_store()) if refresh else build_catalog(ArtifactStore())
     if ready:
         entries = [e for e in entries if e["ready"]]
     text = "\n".join(f"{e['name']:40s} {'ready' if e['ready'] else 'not ready':9s} tasks={e['tasks']} tables={e['tables']} "
@@ -144,7 +144,7 @@ def synth(seed_batch: Path = typer.Option(..., "--seed-batch", help="seed file (
           resynthesize: bool = typer.Option(False, "--all", help="re-synthesize the batch's existing scenarios too"),
           as_json: bool = typer.Option(False, "--json")) -> None:
     """Synthesize a seed batch headlessly: the same jobs as the UI, into the same Dagster instance."""
-    from awm_assets.headless import synthesize_batch
+    from awm_assets.inprocess import synthesize_batch
     from awm_resources.progress import progress_bar
     from awm_assets.synthesis.seeds import SeedFileError
 
@@ -180,14 +180,13 @@ def repair(scenarios: Optional[list[str]] = typer.Argument(None, help="default: 
     """Repair stored environments with the configured LLM (the repair_environment job): env code answering 5xx on
     valid input, unusable verifiers, tasks without a proven reference solution."""
     import dagster as dg
-    from awm_resources.store import ArtifactStore
-
-    from awm_assets.instance import get_instance
     from awm_resources.progress import progress_bar
-    from awm_assets.repair_job import repair_headless
+
+    from awm_assets.inprocess import bound_store, repair_headless
+    from awm_assets.instance import get_instance
     from awm_assets.synthesis.repair import repair_table
 
-    store = ArtifactStore()
+    store = bound_store()
     names = scenarios or [s for s in store.list_scenarios() if store.has(s, "server.py")]
     unknown = [s for s in names if not store.has(s, "server.py")]
     if unknown:

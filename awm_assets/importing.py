@@ -12,9 +12,9 @@ import dagster as dg
 from awm_resources.interop import ImportReport, import_awm_dir
 from awm_resources.store import ArtifactStore
 
+from awm_assets.defs.shared.ui_tables import records_table
 from awm_assets.instance import register_scenarios, report_materializations
 from awm_assets.synthesis import previews
-from awm_assets.ui_tables import records_table
 
 
 def _metadata(store: ArtifactStore, key: str, stage: str, meta: dict, source: str) -> dict:

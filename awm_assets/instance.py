@@ -11,6 +11,8 @@ import dagster as dg
 
 from awm_resources.store import PROJECT_ROOT
 
+from awm_assets.defs.shared.partitions import scenario_partitions
+
 
 def ensure_dagster_home() -> Path:
     """Point DAGSTER_HOME at the project-local folder (unless set) holding the project's dagster.yaml."""
@@ -29,8 +31,6 @@ def get_instance() -> dg.DagsterInstance:
 
 def register_scenarios(instance: dg.DagsterInstance, keys: list[str]) -> list[str]:
     """Add scenario partitions that do not exist yet (one query, one insert); returns the new ones."""
-    from awm_assets.partitions import scenario_partitions
-
     existing = instance.get_existing_dynamic_partitions(scenario_partitions.name, keys) if keys else set()
     new = list(dict.fromkeys(k for k in keys if k not in existing))
     if new:

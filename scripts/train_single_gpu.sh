@@ -36,7 +36,7 @@ if [ ! -f "$AWM_HOME/catalog.json" ]; then
   "$PY" -m awm_assets.cli import "$CORPUS" --no-dagster >/dev/null
   "$PY" - <<'PYEOF'
 import dagster as dg
-from awm_assets.catalog_asset import environment_catalog
+from awm_assets.defs.catalog.catalog_asset import environment_catalog
 from awm_resources.store_resource import StoreResource
 result = dg.materialize([environment_catalog], resources={"store": StoreResource()})
 assert result.success, "environment_catalog failed"

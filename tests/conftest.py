@@ -65,8 +65,8 @@ def demo_synthesis(tmp_path_factory):
 
     import dagster as dg
 
-    from awm_assets.catalog_asset import environment_catalog
-    from awm_assets.stage_assets import build_stage_assets
+    from awm_assets.defs.catalog.catalog_asset import environment_catalog
+    from awm_assets.defs.synthesis.stage_assets import build_stage_assets
     from awm_resources.store import ArtifactStore
     from tests.test_synthesis import DEMO_SEEDS, generate, resources
 

@@ -24,7 +24,7 @@ def test_definitions_validate_without_secrets():
 
 def test_stage_assets_share_partitions_pool_and_retry_policy():
     from awm_assets.definitions import defs
-    from awm_assets.partitions import scenario_partitions
+    from awm_assets.defs.shared.partitions import scenario_partitions
 
     graph = defs.resolve_asset_graph()
     for stage in ("tasks", "db_schema", "sample_data", "api_spec", "env_code", "verifiers"):
@@ -76,7 +76,7 @@ def test_catalog_refreshes_declaratively_over_partially_synthesized_scenarios():
 def test_executor_selected_by_configuration():
     """Local by default (synthesize_scenario in process, as before); AWM_EXECUTOR=ray puts every job's steps
     on dagster-ray's executor with the store and instance locations forwarded to the steps."""
-    code = ("import json; from awm_assets.definitions import defs; from awm_assets.cluster import ray_executor_config; "
+    code = ("import json; from awm_assets.definitions import defs; from awm_assets.defs.shared.executors import ray_executor_config; "
             "print(json.dumps({j: defs.resolve_job_def(j).executor_def.name for j in "
             "['generate_scenarios', 'synthesize_scenario', 'refresh_catalog']} | {'cfg': ray_executor_config()}))")
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWM_RAY")}
@@ -95,7 +95,7 @@ def test_executor_selected_by_configuration():
     assert set(jobs.values()) == {"ray_cluster"}
     assert cfg["address"] == "http://head:8265" and cfg["resources"] == {"cpu_worker": 1.0} and cfg["num_cpus"] == 1
     assert {"AWM_HOME", "DAGSTER_HOME"} <= set(cfg["env_vars"])
-    bad = subprocess.run([sys.executable, "-c", "from awm_assets.cluster import executor_mode; executor_mode()"],
+    bad = subprocess.run([sys.executable, "-c", "from awm_assets.defs.shared.executors import executor_mode; executor_mode()"],
                          env={**base, "AWM_EXECUTOR": "k8s"}, capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "AWM_EXECUTOR" in bad.stderr
 
@@ -104,7 +104,7 @@ def test_numeric_settings_from_the_environment(monkeypatch):
     """AWM_* numbers: the default when unset, the value when set, and a clear error naming a bad one."""
     import pytest
 
-    from awm_assets.resources import env_number, max_retries
+    from awm_assets.defs.shared.resources import env_number, max_retries
 
     monkeypatch.delenv("AWM_MAX_RETRIES", raising=False)
     assert max_retries() == 5

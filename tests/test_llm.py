@@ -141,7 +141,7 @@ def test_stage_settings_from_env_and_validation():
     assert stage_settings_from_env(env) == {
         "classify": {"model": "openai/gpt-5-mini", "api_base": "http://127.0.0.1:1/v1"},
         "env_code": {"max_tokens": 100_000, "reasoning_effort": "high"}}
-    with pytest.raises(ValueError, match="AWM_LLM_MAX_TOKENS_TASKS='lots': expected int"):
+    with pytest.raises(ValueError, match="AWM_LLM_MAX_TOKENS_TASKS must be an integer, got 'lots'"):
         stage_settings_from_env({"AWM_LLM_MAX_TOKENS_TASKS": "lots"})
     with pytest.raises(ValueError, match="stage 'tasks': unknown keys \\['modle'\\]"):
         LLMClient("openai/gpt-5", stages={"tasks": {"modle": "x"}})
@@ -161,7 +161,7 @@ def test_replay_per_stage_and_resource_config(tmp_path):
 def test_llm_resource_reads_reasoning_effort_limit_and_stage_models_from_env(monkeypatch):
     import dagster as dg
 
-    from awm_assets.resources import build_resources
+    from awm_assets.defs.shared.resources import build_resources
 
     monkeypatch.setenv("AWM_LLM_MODEL", "openai/gpt-5")
     monkeypatch.setenv("AWM_LLM_REASONING_EFFORT", "high")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from awm_assets.stage_assets import build_stage_assets
+from awm_assets.defs.synthesis.stage_assets import build_stage_assets
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 from awm_rl.quality.report import scenario_quality
 

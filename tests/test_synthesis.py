@@ -9,13 +9,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from awm_assets.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
+from awm_assets.defs.shared.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 
-from awm_assets.catalog_asset import environment_catalog
-from awm_assets.scenario_assets import scenario_generation
-from awm_assets.sensors import batch_run_config, new_scenario_sensor, seed_batch_sensor
-from awm_assets.stage_assets import build_stage_assets
+from awm_assets.defs.catalog.catalog_asset import environment_catalog
+from awm_assets.defs.synthesis.scenario_assets import scenario_generation
+from awm_assets.defs.synthesis.sensors import batch_run_config, new_scenario_sensor, seed_batch_sensor
+from awm_assets.defs.synthesis.stage_assets import build_stage_assets
 from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
 
 from tests.conftest import PROJECT_ROOT
@@ -127,7 +127,7 @@ def test_catalog_lists_the_ready_demo_environments(demo):
 
 def test_synthesis_statistics_of_the_demo_batch(demo):
     """The paper's Table 1 from what the stages stored: every stage succeeded, recorded corrections count."""
-    from awm_assets.statistics_asset import synthesis_statistics_asset
+    from awm_assets.defs.catalog.statistics_asset import synthesis_statistics_asset
 
     result = dg.materialize([synthesis_statistics_asset], resources={"store": StoreResource(root=str(demo["root"]))})
     meta = result.asset_materializations_for_node("synthesis_statistics")[0].metadata
@@ -176,19 +176,20 @@ def test_second_seed_batch_backfills_only_its_new_scenarios(demo, tmp_path, monk
     seed_dir.mkdir()
     (seed_dir / "second.txt").write_text("Pocket Casts\nGitHub\n")
     monkeypatch.setenv("AWM_SEED_DIR", str(seed_dir))
-    monkeypatch.setenv("AWM_HOME", str(root))
 
-    # The seed sensor registers the batch and asks for its generation run.
-    result = seed_batch_sensor(dg.build_sensor_context(instance=instance))
+    # The seed sensor registers the batch and asks for its generation run (the sensors read the store resource).
+    store_resource = {"store": StoreResource(root=str(root))}
+    result = seed_batch_sensor(dg.build_sensor_context(instance=instance, resources=store_resource))
     assert [r.partition_key for r in result.run_requests] == ["second"]
     gen = generate(instance, root, seed_dir / "second.txt", replay)
     meta = gen.asset_materializations_for_node("scenario_generation")[0].metadata
     assert meta["accepted"].value == 1 and meta["rejected_as_duplicate"].value == 1
     # A second tick sees nothing new: the batch file is unchanged.
-    assert isinstance(seed_batch_sensor(dg.build_sensor_context(instance=instance, cursor=None)), dg.SkipReason)
+    assert isinstance(seed_batch_sensor(dg.build_sensor_context(instance=instance, resources=store_resource)),
+                      dg.SkipReason)
 
     before = {k: store.stage_status(k, "tasks")["written_at"] for k in DEMO_SCENARIOS}
-    requests = new_scenario_sensor(dg.build_sensor_context(instance=instance)).run_requests
+    requests = new_scenario_sensor(dg.build_sensor_context(instance=instance, resources=store_resource)).run_requests
     assert [r.partition_key for r in requests] == ["podcast_library"]
     run = dg.materialize(build_stage_assets(), instance=instance, partition_key="podcast_library",
                          resources=resources(root, replay))

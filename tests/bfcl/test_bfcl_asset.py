@@ -7,9 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from awm_assets.bfcl_assets import bfcl_evaluation
-from awm_assets.partitions import bfcl_category_partitions
-from awm_assets.resources import StoreResource
+from awm_assets.defs.bfcl.bfcl_asset import bfcl_category_partitions, bfcl_evaluation
+from awm_assets.defs.shared.resources import StoreResource
 
 
 def _run(root: Path, category: str, config: dict) -> dg.ExecuteInProcessResult:

@@ -15,9 +15,9 @@ import dagster as dg
 
 
 def main() -> None:
-    from awm_assets.cluster import cluster_mode, reconstructable_job
-    from awm_assets.partitions import scenario_partitions, seed_batch_partitions
-    from awm_assets.sensors import batch_run_config
+    from awm_assets.defs.shared.executors import cluster_mode, reconstructable_job
+    from awm_assets.defs.shared.partitions import scenario_partitions, seed_batch_partitions
+    from awm_assets.defs.synthesis.sensors import batch_run_config
     from awm_assets.synthesis.seeds import read_seed_batch
 
     assert cluster_mode(), "AWM_EXECUTOR=ray expected"

@@ -7,7 +7,7 @@ whole process group gets SIGKILL: the daemon, the code server it started and the
 spawned (DefaultRunLauncher runs each run in a child process of the code server, in the daemon's group), as when
 a container, a systemd unit or a terminal session is killed. Nothing is left to report those runs' outcomes and
 Dagster's run monitoring cannot check workers of the default run launcher, so without `run_worker_watchdog`
-(awm_assets/sensors.py) they would stay STARTED/STARTING forever. After the restart the watchdog marks them
+(awm_assets/defs/runs/watchdog.py) they would stay STARTED/STARTING forever. After the restart the watchdog marks them
 failed with the reason, `run_retries` (dagster.yaml) re-executes them from their failed steps, and every scenario
 ends synthesized with every artifact whole.
 
@@ -90,7 +90,7 @@ def _check_whole(store, key: str) -> list[str]:
     documents that do not match the artifacts and attempts, temp files a killed writer left behind."""
     from awm_resources.store import PIPELINE_STAGES, STAGE_FILES, STAGES
 
-    from awm_assets.headless import scenario_report
+    from awm_assets.inprocess import scenario_report
 
     problems = []
     folder = store.scenario_dir(key)

@@ -87,7 +87,7 @@ def _original_solution_run(code: str, initial: Path, solution: dict) -> list[dic
 
 
 def test_repair_of_corpus_date_handling_through_the_dagster_job(corpus_store):
-    from awm_assets.repair_job import repair_headless
+    from awm_assets.inprocess import repair_headless
 
     original = corpus_store.read_text(DOORDASH, "server.py")
     instance = dg.DagsterInstance.ephemeral()

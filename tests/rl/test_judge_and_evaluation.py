@@ -140,9 +140,9 @@ def test_evaluate_reference_policy_over_the_demo_catalog(demo_store, tmp_path):
 
 
 def test_evaluation_asset_materializes(demo_store):
-    from awm_assets.catalog_asset import environment_catalog
-    from awm_assets.evaluation import evaluation
-    from awm_assets.resources import LLMResource, StoreResource
+    from awm_assets.defs.catalog.catalog_asset import environment_catalog
+    from awm_assets.defs.evaluation.evaluation_asset import evaluation
+    from awm_assets.defs.shared.resources import LLMResource, StoreResource
 
     result = dg.materialize(
         [environment_catalog, evaluation],

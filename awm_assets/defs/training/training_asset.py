@@ -3,8 +3,7 @@
 It depends on `environment_catalog` (its lineage), reads the trainer config from a YAML file named
 in the run config (plus optional YAML overrides and a catalog filter), launches the job on the Ray
 cluster of the `ray` resource, streams progress to the run log, and records the checkpoint, the
-final metrics, the catalog version it trained on and the reward / completion curves. A weekly
-schedule exists but is off by default. No `from __future__ import annotations` here: Dagster
+final metrics, the catalog version it trained on and the reward / completion curves. No `from __future__ import annotations` here: Dagster
 resolves the config and resource annotations at definition time.
 """
 
@@ -14,9 +13,10 @@ import dagster as dg
 import yaml
 from pydantic import Field
 
-from awm_assets.resources import RayResource, StoreResource
-from awm_assets.ui_tables import asset_link, key_value_table, records_table
 from awm_resources.store import PROJECT_ROOT
+
+from awm_assets.defs.shared.resources import RayResource, StoreResource
+from awm_assets.defs.shared.ui_tables import asset_link, key_value_table, records_table
 
 DEFAULT_CONFIG = "configs/tiny-cpu.yaml"
 # The step metrics a researcher watches first: live as observations during the run, and in the final table.
@@ -150,23 +150,3 @@ def _bfcl_over_steps(context: dg.AssetExecutionContext, config: TrainingRunConfi
     plot = plot_over_steps(rows, out_dir / "bfcl" / "bfcl_over_steps.png")
     return {"bfcl_over_steps": records_table(rows, ["step", "category", "accuracy", "cases"]),
             "bfcl_over_steps_plot": dg.MetadataValue.path(str(plot or ""))}
-
-
-training_job = dg.define_asset_job("training_job", selection=[grpo_training],
-                                   description="GRPO training on the current environment catalog.")
-
-
-def training_run_config(config_path: str = DEFAULT_CONFIG, steps: int = 0, scenarios: list[str] | None = None,
-                        overrides_yaml: str = "", bfcl_categories: list[str] | None = None, bfcl_limit: int = 5) -> dict:
-    """Run config for `training_job` / `grpo_training`."""
-    return {"ops": {"grpo_training": {"config": {"config_path": config_path, "steps": steps,
-                                                 "scenarios": list(scenarios or []), "overrides_yaml": overrides_yaml,
-                                                 "bfcl_categories": list(bfcl_categories or []),
-                                                 "bfcl_limit": bfcl_limit}}}}
-
-
-training_schedule = dg.ScheduleDefinition(
-    name="periodic_training", job=training_job, cron_schedule="0 3 * * 1",
-    run_config=training_run_config(), default_status=dg.DefaultScheduleStatus.STOPPED,
-    description="Weekly GRPO run on the current catalog (off by default; point config_path at a GPU config).",
-)

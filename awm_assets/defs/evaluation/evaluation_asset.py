@@ -8,8 +8,8 @@ import time
 import dagster as dg
 from pydantic import Field
 
-from awm_assets.resources import LLMResource, StoreResource
-from awm_assets.ui_tables import asset_link, bucket_order, records_table
+from awm_assets.defs.shared.resources import LLMResource, StoreResource
+from awm_assets.defs.shared.ui_tables import asset_link, bucket_order, records_table
 
 
 class EvaluationConfig(dg.Config):

@@ -8,50 +8,20 @@ import json
 
 import dagster as dg
 
-from awm_resources.store import PIPELINE_STAGES, atomic_write_text
+from awm_resources.llm import REPLAY_MODEL
+from awm_resources.store import atomic_write_text
 
-from awm_assets.partitions import scenario_partitions
-from awm_assets.resources import LLMResource, StoreResource
+from awm_assets.defs.catalog.automation import catalog_refresh_condition, every_stage_partition
+from awm_assets.defs.shared.partitions import scenario_partitions
+from awm_assets.defs.shared.resources import LLMResource, StoreResource
 from awm_assets.synthesis.catalog import complete_scenarios
 
 QUALITY_SUMMARY_FILE = "quality_summary.json"
 
 
-def every_stage_partition() -> list[dg.AssetDep]:
-    """Every scenario partition of every synthesis stage: what the catalog-group assets summarize."""
-    return [dg.AssetDep(stage, partition_mapping=dg.AllPartitionMapping()) for stage in PIPELINE_STAGES]
-
-
-def catalog_refresh_condition() -> dg.AutomationCondition:
-    """When `environment_quality`, `environment_catalog` and `synthesis_statistics` refresh themselves
-    (evaluated by `catalog_automation` in sensors.py; replaces the old run-status sensor).
-
-    Not `AutomationCondition.eager()`: eager also requires `~any_deps_missing()`, and these assets read
-    every scenario partition of the stages through `AllPartitionMapping`, so one scenario that is still
-    being synthesized, gave up at a stage, or was imported without all stages keeps a dependency
-    "missing" and eager never fires. Instead:
-
-    - `any_deps_updated().since_last_handled()`: some stage of some scenario (or, for the catalog,
-      `environment_quality`) materialized since this asset was last requested or materialized. Updates
-      made by a run that also materializes this asset (the `refresh_catalog` job) do not count, and a
-      dependency requested on the same tick does, so quality, catalog and statistics go in one run.
-    - `~any_deps_in_progress()`: no run is materializing a stage right now, so a burst of scenario runs
-      (a seed batch) costs one refresh when it settles, not one per scenario (the O(N^2) audits of the
-      run-status sensor); a batch that runs for hours refreshes at its end, or on `awm catalog --refresh`.
-    - `~in_progress()`: never two refreshes at once; updates that land during one trigger the next.
-
-    Each refresh is incremental (quality results are reused by content digest), so firing late or once
-    more than needed costs seconds, not a re-audit of the corpus.
-    """
-    return (dg.AutomationCondition.any_deps_updated().since_last_handled()
-            & ~dg.AutomationCondition.any_deps_in_progress()
-            & ~dg.AutomationCondition.in_progress()).with_label("catalog_refresh")
-
-
 def gate_judge(judge_llm: LLMResource):
     """The sql-mode rollout judge when a real judge model is configured (AWM_JUDGE_MODEL): reference
     solutions must then also be judged Completed. Offline (replay) the code-mode verifier decides alone."""
-    from awm_resources.llm import REPLAY_MODEL
     from awm_rl.reward.judge import Judge
 
     return Judge("sql", llm=judge_llm.get_client()) if judge_llm.model not in ("", REPLAY_MODEL) else None

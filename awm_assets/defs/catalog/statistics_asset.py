@@ -4,10 +4,10 @@ import dagster as dg
 
 from awm_resources.store import atomic_write_json
 
-from awm_assets.quality_assets import catalog_refresh_condition, every_stage_partition
-from awm_assets.resources import StoreResource
+from awm_assets.defs.catalog.automation import catalog_refresh_condition, every_stage_partition
+from awm_assets.defs.shared.resources import StoreResource
+from awm_assets.defs.shared.ui_tables import records_table
 from awm_assets.synthesis.statistics import synthesis_statistics
-from awm_assets.ui_tables import records_table
 
 STATISTICS_FILE = "synthesis_statistics.json"
 COLUMNS = ["batch", "stage", "scenarios", "succeeded", "degraded", "failed", "imported", "success_rate", "mean_attempts",

@@ -1,8 +1,9 @@
-"""`awm synth`: the same assets as the UI, run without it, against the shared Dagster instance.
-
-Scenario generation runs first; then each new scenario's six stages run in their own process (the
-stage LLM calls of different scenarios overlap, capped by the `llm_api` pool of the instance); last the
-catalog is refreshed. Runs and materializations land in the instance, so the UI shows them afterwards.
+"""In-process runs of the code location's jobs, the same jobs as the UI recorded in the same Dagster instance:
+`awm synth` (scenario generation, then each new scenario's six stages in their own process, the stage LLM
+calls of different scenarios overlapping up to the `llm_api` pool of the instance, then the catalog),
+`awm catalog --refresh` and `awm repair`. Every job is the code location's own, resources bound, so runs
+show under its name in the UI as if launched there; the only module besides the workspace that imports
+`awm_assets.definitions`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import dagster as dg
 
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 
-from awm_assets.instance import get_instance
-from awm_assets.partitions import seed_batch_partitions
+from awm_assets.definitions import defs
+from awm_assets.defs.shared.partitions import scenario_partitions, seed_batch_partitions
+from awm_assets.defs.synthesis.sensors import batch_run_config
+from awm_assets.instance import get_instance, register_scenarios
 from awm_assets.synthesis.seeds import read_seed_batch
 from awm_assets.synthesis.statistics import stage_outcome
 
@@ -27,11 +30,17 @@ from awm_assets.synthesis.statistics import stage_outcome
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
+def named_job(name: str) -> dg.JobDefinition:
+    """A job of the code location with the location's resources bound."""
+    return defs.resolve_job_def(name)
+
+
+def bound_store() -> ArtifactStore:
+    """The artifact store of the code location's `store` resource (its `root`, else $AWM_HOME), as runs see it."""
+    return defs.resources["store"].process_config_and_initialize().get_store()
+
+
 def _run_generation(instance: dg.DagsterInstance, path: Path) -> tuple[bool, str, list[str]]:
-    from awm_assets.sensors import batch_run_config
-
-    from awm_assets.partitions import scenario_partitions
-
     batch = read_seed_batch(path)
     if not instance.has_dynamic_partition(seed_batch_partitions.name, batch.key):
         instance.add_dynamic_partitions(seed_batch_partitions.name, [batch.key])
@@ -41,13 +50,6 @@ def _run_generation(instance: dg.DagsterInstance, path: Path) -> tuple[bool, str
         raise_on_error=False, tags={"awm/seed_batch": batch.key})
     new = [k for k in instance.get_dynamic_partitions(scenario_partitions.name) if k not in before]
     return result.success, result.run_id, new
-
-
-def named_job(name: str) -> dg.JobDefinition:
-    """A job of the code location, resources bound: runs appear under its name in the UI, as if launched there."""
-    from awm_assets.definitions import defs
-
-    return defs.get_job_def(name)
 
 
 def refresh_catalog(instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
@@ -89,7 +91,7 @@ def synthesize_batch(seed_file: Path, *, workers: int = 2, resynthesize: bool = 
                      progress: Callable[..., None] | None = None) -> dict[str, Any]:
     """Generate scenarios for the batch, then synthesize its new (or, if asked, all its) scenarios."""
     instance = get_instance()
-    store = ArtifactStore()
+    store = bound_store()
     batch = read_seed_batch(seed_file)
     ok, gen_run, new = _run_generation(instance, seed_file)
     out: dict[str, Any] = {"seed_batch": batch.key, "generation_run": gen_run, "generation_ok": ok,
@@ -118,3 +120,24 @@ def synthesize_batch(seed_file: Path, *, workers: int = 2, resynthesize: bool = 
             rep["failures"] = runs[key]["failures"]
         out["scenarios"].append(rep)
     return out
+
+
+def repair_headless(scenarios: list[str], config: dict[str, Any], instance: dg.DagsterInstance,
+                    progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """`awm repair`: one in-process run of `repair_environment` per scenario, recorded in `instance`."""
+    register_scenarios(instance, scenarios)
+    job = named_job("repair_environment")
+    reports = []
+    for key in scenarios:
+        result = job.execute_in_process(
+            instance=instance, partition_key=key, raise_on_error=False,
+            run_config={**QUIET_LOGS, "ops": {"repair_scenario_op": {"config": config}}}, tags={"awm/scenario": key})
+        if progress is not None:
+            progress(f"{key} {'done' if result.success else 'FAILED'}")
+        if result.success:
+            reports.append({**result.output_for_node("repair_scenario_op"), "run_id": result.run_id})
+            continue
+        failure = next((ev.event_specific_data.error.message.strip() for ev in result.all_events
+                        if ev.is_step_failure and ev.event_specific_data and ev.event_specific_data.error), "failed")
+        reports.append({"scenario": key, "run_id": result.run_id, "error": failure.split("Failure: ", 1)[-1], "phases": {}})
+    return reports

@@ -12,11 +12,11 @@ import traceback
 import dagster as dg
 
 from awm_resources.llm import ReplayMissingError
-from awm_assets.resources import LLMResource, StoreResource, SynthesisSettings, max_retries
 from awm_resources.store import PIPELINE_STAGES
 from awm_rl.runtime.sandbox import isolation_summary
 
-from awm_assets.partitions import scenario_partitions
+from awm_assets.defs.shared.partitions import scenario_partitions
+from awm_assets.defs.shared.resources import LLMResource, StoreResource, SynthesisSettings, max_retries
 from awm_assets.synthesis import previews
 from awm_assets.synthesis.checks import quality_check, structural_check
 from awm_assets.synthesis.runner import AttemptContext, AttemptFailed, StageExhausted, run_attempt

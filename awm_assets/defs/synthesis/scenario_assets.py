@@ -7,12 +7,13 @@ from collections import Counter
 import dagster as dg
 from pydantic import Field
 
-from awm_assets.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
-from awm_assets.ui_tables import asset_link
 from awm_resources.llm import ReplayMissingError
 from awm_resources.store import atomic_write_text
 
-from awm_assets.partitions import scenario_partitions, seed_batch_partitions
+from awm_assets.defs.shared.partitions import scenario_partitions, seed_batch_partitions
+from awm_assets.defs.shared.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
+from awm_assets.defs.shared.ui_tables import asset_link
+from awm_assets.defs.synthesis.sensors import seed_dir
 from awm_assets.synthesis.scenarios import GenerationSettings, generate_scenarios, record_batch, register_accepted
 from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
 
@@ -36,8 +37,6 @@ class SeedBatchConfig(dg.Config):
 
 def seed_file_for(config: SeedBatchConfig, partition_key: str) -> str:
     """The seed file to read: the configured path, or the inline seeds written as the partition's own file."""
-    from awm_assets.sensors import seed_dir
-
     if bool(config.path) == bool(config.seeds):
         raise dg.Failure(description="give either `path` (a seed file) or `seeds` (names typed in the launch "
                                      "config), not both and not neither. " + REAL_LLM_NOTE, allow_retries=False)

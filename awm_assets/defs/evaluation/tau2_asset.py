@@ -10,9 +10,10 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from awm_assets.resources import StoreResource
 from awm_resources.names import policy_slug
-from awm_assets.ui_tables import records_table
+
+from awm_assets.defs.shared.resources import StoreResource
+from awm_assets.defs.shared.ui_tables import records_table
 
 tau2_domain_partitions = dg.StaticPartitionsDefinition(["airline", "retail", "telecom"])  # awm_rl.tau2.DOMAINS
 

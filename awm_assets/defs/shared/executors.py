@@ -1,4 +1,4 @@
-"""Cluster mode: the synthesis steps run as Ray jobs on the cluster that hosts the environments.
+"""Executors; cluster mode: the synthesis steps run as Ray jobs on the cluster that hosts the environments.
 
 Selected by configuration, local by default:
 
@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import dagster as dg
+from dagster._core.code_pointer import ModuleCodePointer
+from dagster._core.definitions.reconstruct import ReconstructableRepository
 
-from awm_assets.resources import env_number
+from awm_assets.defs.shared.resources import env_number
 
 EXECUTOR_ENV = "AWM_EXECUTOR"
 EXECUTORS = ("local", "ray")
@@ -105,11 +108,6 @@ def reconstructable_job(name: str):
     """A job of the code location (`awm_assets.definitions`) for `dg.execute_job`, as the daemon loads it:
     step processes on other nodes reload it by module name, so it launches runs whose steps go to the
     cluster from a script or test without the daemon."""
-    import sys
-
-    from dagster._core.code_pointer import ModuleCodePointer
-    from dagster._core.definitions.reconstruct import ReconstructableRepository
-
     # This interpreter's `python -m dagster` (as a code server launches it), not whatever `dagster` is first
     # on the PATH of the Ray node's job (often none).
     repo = ReconstructableRepository(ModuleCodePointer("awm_assets.definitions", "defs", working_directory=None),

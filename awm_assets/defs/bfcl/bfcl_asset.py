@@ -10,10 +10,18 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from awm_assets.partitions import bfcl_category_partitions
-from awm_assets.ui_tables import records_table
-from awm_assets.resources import StoreResource
 from awm_resources.names import policy_slug
+
+from awm_assets.defs.shared.resources import StoreResource
+from awm_assets.defs.shared.ui_tables import records_table
+
+# BFCL categories the asset runs (bfcl-eval's bundled data: awm_rl.bfcl.data.ALL_CATEGORIES, BFCL v3's 17), and
+# `all`: every one of them with BFCL's overall.
+bfcl_category_partitions = dg.StaticPartitionsDefinition(
+    ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple", "irrelevance",
+     "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance", "live_relevance",
+     "multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context", "all"]
+)
 
 
 class BFCLEvaluationConfig(dg.Config):

@@ -1,13 +1,12 @@
 """`environment_catalog`: every scenario with its statistics and readiness; the RL side reads only this."""
 
-
 import dagster as dg
 
 from awm_resources.store import atomic_write_json
-from awm_assets.quality_assets import catalog_refresh_condition, every_stage_partition
-from awm_assets.resources import StoreResource
-from awm_assets.ui_tables import asset_link, records_table
 
+from awm_assets.defs.catalog.automation import catalog_refresh_condition, every_stage_partition
+from awm_assets.defs.shared.resources import StoreResource
+from awm_assets.defs.shared.ui_tables import asset_link, records_table
 from awm_assets.synthesis.catalog import CATALOG_FILE, assemble_catalog
 
 

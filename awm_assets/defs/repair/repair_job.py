@@ -3,18 +3,16 @@
 Thin over `synthesis.repair.repair_scenario`. What a repair changes is reported as new materializations
 of `env_code` / `verifiers` for the partition (source `repaired`, with the attempt history, attempt 0
 being the stored artifact), so the scenario's page shows it like a synthesis attempt. `awm repair`
-runs the same job in process.
+runs the same job in process (awm_assets/inprocess.py).
 """
 
-
-from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
-from awm_assets.partitions import scenario_partitions
-from awm_assets.resources import LLMResource, StoreResource, SynthesisSettings
+from awm_assets.defs.shared.partitions import scenario_partitions
+from awm_assets.defs.shared.resources import LLMResource, StoreResource, SynthesisSettings
 from awm_assets.synthesis import previews
 from awm_assets.synthesis.repair import PHASES, repair_scenario, repair_table
 
@@ -95,27 +93,3 @@ def repair_scenario_op(context: dg.OpExecutionContext, config: RepairConfig, llm
                     "5xx on valid input, unusable verifiers, tasks without a proven reference solution.")
 def repair_environment():
     repair_scenario_op()
-
-
-def repair_headless(scenarios: list[str], config: dict[str, Any], instance: dg.DagsterInstance,
-                    progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """`awm repair`: one in-process run of `repair_environment` per scenario, recorded in `instance`."""
-    from awm_assets.headless import QUIET_LOGS
-    from awm_assets.instance import register_scenarios
-    from awm_assets.resources import build_resources
-
-    register_scenarios(instance, scenarios)
-    reports = []
-    for key in scenarios:
-        result = repair_environment.execute_in_process(
-            instance=instance, partition_key=key, resources=build_resources(), raise_on_error=False,
-            run_config={**QUIET_LOGS, "ops": {"repair_scenario_op": {"config": config}}}, tags={"awm/scenario": key})
-        if progress is not None:
-            progress(f"{key} {'done' if result.success else 'FAILED'}")
-        if result.success:
-            reports.append({**result.output_for_node("repair_scenario_op"), "run_id": result.run_id})
-            continue
-        failure = next((ev.event_specific_data.error.message.strip() for ev in result.all_events
-                        if ev.is_step_failure and ev.event_specific_data and ev.event_specific_data.error), "failed")
-        reports.append({"scenario": key, "run_id": result.run_id, "error": failure.split("Failure: ", 1)[-1], "phases": {}})
-    return reports

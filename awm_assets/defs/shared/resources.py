@@ -131,6 +131,12 @@ def max_retries() -> int:
     return env_number("AWM_MAX_RETRIES", 5, int)
 
 
+def sensor_interval_s() -> int:
+    """How often the seed and scenario sensors look (`AWM_SENSOR_INTERVAL_S`, default 30 s); the watchdog
+    and the catalog automation look twice as often."""
+    return max(1, env_number("AWM_SENSOR_INTERVAL_S", 30, int))
+
+
 def build_resources() -> dict:
     return {
         "llm": LLMResource(model=env_or("AWM_LLM_MODEL", "replay"), api_base=env_or("AWM_LLM_API_BASE"),

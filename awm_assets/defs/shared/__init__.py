@@ -1,0 +1,1 @@
+"""Dagster pieces several domains use: partitions, resources, executors, UI metadata tables."""
