@@ -232,9 +232,13 @@ class IsolationSettings(Section):
 
     def scratch(self, role: str) -> int:
         """MB of each tmpfs of a sandboxed worker of `role`: its own setting, else AWM_SCRATCH_MB, else the default."""
-        if role not in SCRATCH_ROLES:
-            raise ValueError(f"unknown scratch role {role!r} (known: {', '.join(SCRATCH_ROLES)})")
+        _check_role(role)
         return getattr(self, f"scratch_mb_{role}") or self.scratch_mb or SCRATCH_ROLES[role]
+
+
+def _check_role(role: str) -> None:
+    if role not in SCRATCH_ROLES:
+        raise ValueError(f"unknown scratch role {role!r} (known: {', '.join(SCRATCH_ROLES)})")
 
 
 class PipelineSettings(Section):
@@ -398,6 +402,7 @@ def max_request_bytes() -> int:
 
 
 def scratch_mb(role: str) -> int:
+    _check_role(role)  # before loading, so that a wrong role is named even when a variable is wrong too
     return load_settings().isolation.scratch(role)
 
 
