@@ -1,7 +1,7 @@
 """LLM access for every stage: litellm models, a persistent response cache, cost accounting, offline replay.
 
 `LLMClient` is plain Python with no Dagster import (usable from Ray workers, the CLI, the judge and
-tests); its Dagster face, `LLMResource`, lives in `awm_assets.resources`. Transport failures (timeouts, 5xx, rate limits) are retried here with
+tests); its Dagster face, `LLMResource`, lives in `awm_assets.defs.shared.resources`. Transport failures (timeouts, 5xx, rate limits) are retried here with
 backoff; wrong *content* is not retried here: it raises `LLMOutputError`, which the stage turns into a
 self-correction attempt (a Dagster retry with the error in the next prompt).
 
@@ -30,7 +30,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -349,9 +349,11 @@ class StageSettings:
 
     model: str | None = None
     api_base: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     temperature: float | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
+    timeout_s: float | None = None
 
     @classmethod
     def coerce(cls, stage: str, value: StageSettings | Mapping[str, Any]) -> StageSettings:
@@ -366,29 +368,12 @@ class StageSettings:
         return cls(**{k: v for k, v in value.items() if v is not None and v != ""})
 
 
-_ENV_FIELDS = {"MODEL": ("model", str), "API_BASE": ("api_base", str), "TEMPERATURE": ("temperature", float),
-               "MAX_TOKENS": ("max_tokens", int), "REASONING_EFFORT": ("reasoning_effort", str)}
+def stage_settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """Per-stage settings from `AWM_LLM_<FIELD>_<STAGE>` variables, e.g. AWM_LLM_MODEL_CLASSIFY=openai/gpt-5-mini,
+    AWM_LLM_MAX_TOKENS_ENV_CODE=100000 (awm_resources.settings: the stage names and the errors)."""
+    from awm_resources.settings import load_settings
 
-
-def stage_settings_from_env(environ: Mapping[str, str] | None = None, prefix: str = "AWM_LLM_") -> dict[str, dict[str, Any]]:
-    """Per-stage settings from `<prefix><FIELD>_<STAGE>` variables, e.g. AWM_LLM_MODEL_CLASSIFY=openai/gpt-5-mini,
-    AWM_LLM_MAX_TOKENS_ENV_CODE=100000, AWM_LLM_REASONING_EFFORT_ENV_CODE=high (stage names lower-cased)."""
-    environ = os.environ if environ is None else environ
-    out: dict[str, dict[str, Any]] = {}
-    for name, value in environ.items():
-        if not name.startswith(prefix) or not value:
-            continue
-        rest = name[len(prefix):]
-        for field_name in sorted(_ENV_FIELDS, key=len, reverse=True):
-            if rest.startswith(field_name + "_") and len(rest) > len(field_name) + 1:
-                key, cast = _ENV_FIELDS[field_name]
-                stage = rest[len(field_name) + 1:].lower()
-                try:
-                    out.setdefault(stage, {})[key] = cast(value)
-                except ValueError:
-                    raise ValueError(f"{name}={value!r}: expected {cast.__name__}") from None
-                break
-    return out
+    return load_settings(environ).llm.stage_overrides()
 
 
 @dataclass(frozen=True)
@@ -399,6 +384,7 @@ class ResolvedCall:
     temperature: float | None
     max_tokens: int | None
     reasoning_effort: str | None
+    timeout_s: float
 
 
 class LLMClient:
@@ -448,8 +434,9 @@ class LLMClient:
         same_provider = s.model is None or _provider_prefix(model) == _provider_prefix(self.model)
         pick = lambda own, default: own if own is not None else default  # noqa: E731
         return ResolvedCall(model, s.api_base or (self.api_base if same_provider else None),
-                            self.api_key if same_provider else None, pick(s.temperature, self.temperature),
-                            pick(s.max_tokens, self.max_tokens), pick(s.reasoning_effort, self.reasoning_effort))
+                            s.api_key or (self.api_key if same_provider else None), pick(s.temperature, self.temperature),
+                            pick(s.max_tokens, self.max_tokens), pick(s.reasoning_effort, self.reasoning_effort),
+                            pick(s.timeout_s, self.timeout_s))
 
     def call_params(self, stage: str, params: dict[str, Any] | None = None,
                     response_model: type[BaseModel] | None = None) -> tuple[ResolvedCall, dict[str, Any]]:
@@ -543,7 +530,7 @@ class LLMClient:
         while True:
             try:
                 raw = litellm.completion(model=cfg.model, messages=messages, api_base=cfg.api_base,
-                                         api_key=cfg.api_key, timeout=self.timeout_s, num_retries=0,
+                                         api_key=cfg.api_key, timeout=cfg.timeout_s, num_retries=0,
                                          extra_headers=headers, **params)
                 break
             except Exception as exc:  # noqa: BLE001 - classified below
