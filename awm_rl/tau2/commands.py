@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--domain", required=True, choices=DOMAINS)
     p.add_argument("--policy", default="ground_truth", help=POLICY_HELP)
     p.add_argument("--user-model", default="scripted",
-                   help="scripted (the task's own first line, then stop), recorded:<file.json> ({task_id: [lines]}), "
+                   help="scripted (the task's own first line, then stop; in telecom it also does each expected "
+                        "device action the agent names), recorded:<file.json> ({task_id: [lines]}, acting likewise), "
                         "or a litellm model for τ²'s user simulator (e.g. openai/gpt-4.1); ignored with --solo")
     p.add_argument("--solo", action="store_true", help="telecom's solo mode: no user, the agent holds the user's tools")
     p.add_argument("--trials", type=int, default=1, help="trials per task (pass^k for k up to this)")

