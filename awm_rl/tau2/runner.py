@@ -23,7 +23,7 @@ from typing import Any
 from awm_resources.store import atomic_write_json
 from awm_rl.agent import EpisodeSpec, LoopConfig, run_episodes
 from awm_rl.agent.policies import Policy, make_policy
-from awm_rl.tau2.data import PACKAGE, Tau2Unavailable, check_domain, load_tasks, tau2_version
+from awm_rl.tau2.data import PACKAGE, Tau2Unavailable, check_domain, load_tasks, paper_rows, tau2_version
 from awm_rl.tau2.environment import Recorder, Tau2Environment, open_session
 from awm_rl.tau2.ground_truth import ground_truth_policy
 from awm_rl.tau2.users import user_factory
@@ -31,6 +31,7 @@ from awm_rl.tau2.users import user_factory
 PROTOCOL = ("You act through two tools: call list_tools once first to see the domain's tools, then call_tool "
             "to use them, exactly one call per turn; a turn without a tool call is your message to the user.")
 SESSIONS_AT_ONCE = 8  # τ² environments open at a time (airline's database is ~30 MB in memory)
+PAPER_MISSING = "the paper's τ² rows are not transcribed (see awm_rl.tau2.data.PAPER_TAU2)"
 SOLO_PROTOCOL = ("There is no user to talk to: solve the ticket with tool calls alone and, when it is solved, "
                  "answer once without a tool call (that ends the task).")
 
@@ -57,7 +58,7 @@ class Tau2Report:
                 "trials": self.trials, "tasks": self.tasks, "average_reward": self.average_reward,
                 "pass_hat_k": self.pass_hat_k, "failures": self.failures, "per_task": self.per_task,
                 "package": self.package, "package_version": self.package_version, "out_dir": self.out_dir,
-                "wall_s": self.wall_s}
+                "wall_s": self.wall_s, "paper": paper_rows(self.domain) or PAPER_MISSING}
 
 
 def build_policy(spec: str, tasks: list[Any], *, solo: bool, store_root: Path | None = None,
