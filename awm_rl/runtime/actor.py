@@ -1,4 +1,4 @@
-"""The Ray actor that hosts environment instances: a `MultiHost` behind one batched entry point.
+"""The Ray actor that hosts environment instances: an `EnvHost` behind one batched entry point.
 
 Every request from the client pool arrives as a batch of operations (`run_batch`), so one Ray round
 trip carries many tool calls; each operation answers on its own (an error in one never fails the
@@ -6,11 +6,11 @@ batch). The actor is declared with unlimited restarts: when its host ends (a han
 stopped, a crash), Ray starts a fresh incarnation and the instances it held answer "not hosted here"
 as Environment Errors.
 
-Where bubblewrap is available (`awm_rl.runtime.sandbox`), generated code never runs in the actor:
-the actor starts one isolated worker process per scenario (`python -m awm_rl.runtime.actor`, in
+Where bubblewrap is available (`awm_rl.runtime.sandbox`), the actor is an `IsolatedHost` and generated
+code never runs in it: the actor starts one isolated worker process per scenario (`python -m awm_rl.runtime.actor`, in
 bubblewrap: no network, read-only system and only that scenario's folder, its own PID namespace, a
 clean environment, uid nobody) that imports the scenario and serves its instances; the actor forwards
-each batch over the workers' pipes (JSON with a length prefix, never pickle: the worker is untrusted)
+each batch over the workers' pipes (`awm_rl.runtime.protocol`'s codec, never pickle: the worker is untrusted)
 and writes snapshot files itself from the database images a worker returns. One scenario per worker:
 code of one scenario cannot reach another scenario's instances (another process, another sandbox), and
 a worker that ends (its watchdog, a crash, generated code killing itself) loses only its own scenario's
@@ -27,15 +27,14 @@ error (an exception, `sys.exit`, a deadline) is remembered at once, as before. T
 a deadline per request to a worker (its calls' deadlines plus `REQUEST_GRACE_S`): a worker that
 stops answering (stopped, stuck past its own watchdog) is killed, its scenario alone.
 
-Without bubblewrap the scenarios run in the actor process (`MultiHost`) under the Python-level
-limits only (address-space cap, resident-set watchdog, network refused while generated code runs),
+Without bubblewrap the actor is an `InProcessHost`: the scenarios run in the actor process (`MultiHost`)
+under the Python-level limits only (address-space cap, resident-set watchdog, network refused while generated code runs),
 as `isolation` says; the actor then runs one batch at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import gc
 import json
 import os
@@ -47,102 +46,101 @@ import threading
 import time
 import warnings
 from collections import deque
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost, ToolResult, environment_error
-
-
-@dataclass(slots=True)
-class OpError:
-    """An operation that failed; `kind` is "load" (env code did not import), "unknown" or "internal"."""
-
-    kind: str
-    message: str
-
+from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost
+from awm_rl.runtime.protocol import (SNAPSHOT_NAME, CallOp, OpError, ProtocolError, SnapshotBytesOp, SnapshotOp,
+                                     ToolResult, decode_op, encode_message, environment_error, failed, read_message)
 
 IMPORT_CRASH_LIMIT = 3  # worker deaths before ready, after which a scenario is quarantined
 STARTUP_ALLOWANCE_S = 20.0  # interpreter start plus FastAPI/SQLAlchemy imports on a busy machine
 REQUEST_GRACE_S = 15.0  # beyond a request's call deadlines (the worker's watchdog grace, cancellation)
-OP_KINDS = ("call", "reset", "open", "release", "create", "load", "snapshot", "snapshot_bytes", "output_schemas")
 
 
-def _op_scenario(op: Any) -> str | None:
-    """The scenario an operation belongs to: named by create/load, the prefix of an instance id otherwise."""
-    if not isinstance(op, (list, tuple)) or len(op) < 2 or op[0] not in OP_KINDS or not isinstance(op[1], str):
-        return None
-    return op[1] if op[0] in ("create", "load", "output_schemas") else op[1].rsplit(":", 2)[0]
-
-
-def _lost(op: Any, message: str, kind: str = "unknown") -> Any:
-    """The answer to an operation whose worker is gone ("unknown") or could not start ("load")."""
-    if op and op[0] == "call":
-        return environment_error(f"environment error: {message}")
-    return OpError(kind, message)
+def _decode(ops: list) -> list[Any]:
+    """Typed operations, or an `OpError` in place of each malformed one."""
+    out: list[Any] = []
+    for op in ops:
+        try:
+            out.append(decode_op(op))
+        except ProtocolError as exc:
+            out.append(OpError("internal", str(exc)))
+    return out
 
 
 class EnvHost:
-    """Actor body (plain class, so it can also run in-process for debugging).
+    """What a host actor answers (the same for both kinds of host; see `make_env_host`).
 
-    `isolate`: run each scenario in its own bubblewrap'd worker process behind a pipe (default: when
-    bubblewrap is available); False runs them all in this process (Python-level guards only).
-    """
+    `run_batch(ops)` runs operations (`awm_rl.runtime.protocol`, typed or in their wire form) and answers
+    each on its own, in order per instance; `run_batch_timed` adds each one's time inside the host."""
+
+    isolation: str
+    incarnation: str
+
+    def run_batch(self, ops: list) -> list[Any]:
+        raise NotImplementedError
+
+    def run_batch_timed(self, ops: list) -> list[tuple[Any, float, float]]:
+        raise NotImplementedError
+
+    def info(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def worker_alive(self, scenario: str) -> bool:
+        """Whether `scenario` has a live worker (an in-process host always answers True)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def call(self, iid: str, name: str, arguments: Any = None) -> ToolResult:
+        return self.run_batch([CallOp(iid, name, arguments)])[0]
+
+
+def make_env_host(store_root: str, *, isolate: bool | None = None, **options: Any) -> EnvHost:
+    """An isolated host when `isolate` (default: when bubblewrap is available), else an in-process one."""
+    from awm_rl.runtime.sandbox import sandbox_available
+
+    if isolate is None:
+        isolate = sandbox_available()
+        if not isolate:
+            return _UnsandboxedHost(store_root, **options)
+    return IsolatedHost(store_root, **options) if isolate else InProcessHost(store_root, **options)
+
+
+def _limits(max_answer_bytes: int | None, max_request_bytes: int | None) -> dict[str, int]:
+    """The answer and request limits, resolved in this process (`awm_rl.settings`) unless given."""
+    from awm_rl import settings
+
+    return {"max_answer_bytes": max_answer_bytes or settings.max_answer_bytes(),
+            "max_request_bytes": max_request_bytes or settings.max_request_bytes()}
+
+
+class InProcessHost(EnvHost):
+    """Every scenario in this process (`MultiHost`) under the Python-level limits only; one batch at a time.
+    What a scenario's isolated worker runs, and the actor body where bubblewrap is unavailable."""
 
     def __init__(self, store_root: str, *, call_timeout_s: float = 10.0, memory_mb: int | None = 6144,
-                 rss_cap_mb: int | None = 8192, import_timeout_s: float = 60.0, isolate: bool | None = None,
+                 rss_cap_mb: int | None = 8192, import_timeout_s: float = 60.0,
                  max_open_instances: int = DEFAULT_OPEN_INSTANCES, max_answer_bytes: int | None = None,
-                 max_request_bytes: int | None = None):
-        from awm_rl import settings
-        from awm_rl.limits import drop_secrets
-        from awm_rl.runtime.sandbox import isolation_level, sandbox_available
-
-        # Resolved here (this process's settings) and handed to the workers with the other options.
-        self.max_answer_bytes = max_answer_bytes or settings.max_answer_bytes()
-        limits = {"max_answer_bytes": self.max_answer_bytes,
-                  "max_request_bytes": max_request_bytes or settings.max_request_bytes()}
-
-        self._isolated = False
-        self.isolation = "none: host runs in this process (isolate=False)"
-        self.incarnation = os.urandom(6).hex()
-        if isolate is None:
-            isolate = sandbox_available()
-            if not isolate:
-                self.isolation = isolation_level()
-        if isolate:
-            drop_secrets()
-            self.isolation = isolation_level()
-            self._isolated = True
-            self.store_root = str(Path(store_root).resolve())
-            self.call_timeout_s = call_timeout_s
-            self.import_timeout_s = import_timeout_s
-            self._options = dict(call_timeout_s=call_timeout_s, memory_mb=memory_mb, rss_cap_mb=rss_cap_mb,
-                                 import_timeout_s=import_timeout_s, max_open_instances=max_open_instances, **limits)
-            self._workers: dict[str, _ScenarioWorker] = {}
-            self._start_locks: dict[str, threading.Lock] = {}
-            self._import_crashes: dict[str, list[str]] = {}
-            self._quarantined: dict[str, str] = {}
-            self._load_errors: dict[str, str] = {}
-            self._lock = threading.Lock()
-            self._pipe_ms: list[float] = []
-            (Path(self.store_root) / "scenarios").mkdir(parents=True, exist_ok=True)
-            threading.Thread(target=self._monitor, name="awm-worker-deadlines", daemon=True).start()
-            return
-        self._local_lock = threading.Lock()
-        self._init_local(store_root, call_timeout_s=call_timeout_s, memory_mb=memory_mb, rss_cap_mb=rss_cap_mb,
-                         import_timeout_s=import_timeout_s, max_open_instances=max_open_instances, limits=limits)
-
-    def _init_local(self, store_root: str, *, call_timeout_s: float, memory_mb: int | None,
-                    rss_cap_mb: int | None, import_timeout_s: float, max_open_instances: int,
-                    limits: dict[str, int]) -> None:
+                 max_request_bytes: int | None = None,
+                 isolation: str = "none: host runs in this process (isolate=False)"):
         import fastapi  # noqa: F401 - warm the heavy imports so a scenario's cold start is its own cost
         import sqlalchemy  # noqa: F401
 
         from awm_rl.limits import Watchdog, apply_memory_limit, drop_secrets, install_guard
         from awm_rl.runtime import host as host_mod
 
+        self.isolation = isolation
+        limits = _limits(max_answer_bytes, max_request_bytes)
+        self.max_answer_bytes = limits["max_answer_bytes"]
+        self._lock = threading.Lock()
         warnings.filterwarnings("ignore")  # generated code trips pydantic/sqlalchemy deprecations
         drop_secrets()  # the driver's API keys are not for generated code
         if memory_mb:
@@ -152,12 +150,100 @@ class EnvHost:
         install_guard()
         self.host = MultiHost(store_root, call_timeout_s=call_timeout_s, import_timeout_s=import_timeout_s,
                               max_open_instances=max_open_instances, **limits)
+        self.incarnation = self.host.incarnation
         _warm_up()
         # Loaded code and scenarios are long-lived: keep them out of every cyclic-GC pass, and collect
         # young objects less often (each tool call allocates many short-lived ones).
         gc.collect()
         gc.freeze()
         gc.set_threshold(20_000, 20, 20)
+
+    def _one(self, op: Any) -> Any:
+        from awm_rl.runtime.envcode import EnvLoadError
+        from awm_rl.runtime.host import UnknownInstanceError
+
+        if isinstance(op, OpError):  # malformed on the wire
+            return op
+        try:
+            return op.apply(self.host)
+        except EnvLoadError as exc:
+            return OpError("load", str(exc))
+        except UnknownInstanceError as exc:
+            return OpError("unknown", str(exc.args[0]))
+        except Exception as exc:  # noqa: BLE001 - reported per operation
+            if isinstance(op, CallOp):
+                return environment_error(f"environment error: {type(exc).__name__}: {exc}", status=500)
+            return OpError("internal", f"{type(exc).__name__}: {exc}")
+
+    def run_batch(self, ops: list) -> list[Any]:
+        typed = _decode(ops)
+        with self._lock:
+            return [self._one(op) for op in typed]
+
+    def run_batch_timed(self, ops: list) -> list[tuple[Any, float, float]]:
+        typed = _decode(ops)
+        out = []
+        with self._lock:
+            for op in typed:
+                t0, c0 = time.perf_counter(), time.process_time()
+                res = self._one(op)
+                out.append((res, (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000))
+        return out
+
+    def info(self) -> dict[str, Any]:
+        return {"incarnation": self.host.incarnation, "pid": self.host.pid, "isolation": self.isolation}
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {**self.host.stats(), "isolation": self.isolation}
+
+    def worker_alive(self, scenario: str) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.host.close()
+
+
+class _UnsandboxedHost(InProcessHost):
+    """The actor body where bubblewrap is unavailable (its `isolation` says why)."""
+
+    def __init__(self, store_root: str, **options: Any):
+        from awm_rl.runtime.sandbox import isolation_level
+
+        super().__init__(store_root, isolation=isolation_level(), **options)
+
+
+class IsolatedHost(EnvHost):
+    """Each scenario in its own worker process (`python -m awm_rl.runtime.actor`, in bubblewrap where
+    available) behind a pipe; batches for different scenarios run concurrently (see the module docstring)."""
+
+    def __init__(self, store_root: str, *, call_timeout_s: float = 10.0, memory_mb: int | None = 6144,
+                 rss_cap_mb: int | None = 8192, import_timeout_s: float = 60.0,
+                 max_open_instances: int = DEFAULT_OPEN_INSTANCES, max_answer_bytes: int | None = None,
+                 max_request_bytes: int | None = None):
+        from awm_rl.limits import drop_secrets
+        from awm_rl.runtime.sandbox import isolation_level
+
+        limits = _limits(max_answer_bytes, max_request_bytes)
+        self.max_answer_bytes = limits["max_answer_bytes"]
+        drop_secrets()
+        self.isolation = isolation_level()
+        self.incarnation = os.urandom(6).hex()
+        self.store_root = str(Path(store_root).resolve())
+        self.call_timeout_s = call_timeout_s
+        self.import_timeout_s = import_timeout_s
+        # handed to each worker's InProcessHost
+        self._options = dict(call_timeout_s=call_timeout_s, memory_mb=memory_mb, rss_cap_mb=rss_cap_mb,
+                             import_timeout_s=import_timeout_s, max_open_instances=max_open_instances, **limits)
+        self._workers: dict[str, _ScenarioWorker] = {}
+        self._start_locks: dict[str, threading.Lock] = {}
+        self._import_crashes: dict[str, list[str]] = {}
+        self._quarantined: dict[str, str] = {}
+        self._load_errors: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._pipe_ms: list[float] = []
+        (Path(self.store_root) / "scenarios").mkdir(parents=True, exist_ok=True)
+        threading.Thread(target=self._monitor, name="awm-worker-deadlines", daemon=True).start()
 
     # -- isolated workers ----------------------------------------------------------------------
     def _monitor(self) -> None:
@@ -229,7 +315,7 @@ class EnvHost:
         return None
 
     def _budget(self, ops: list) -> float:
-        calls = sum(1 for op in ops if op[0] == "call")
+        calls = sum(1 for op in ops if isinstance(op, CallOp))
         return self.call_timeout_s * max(1, calls) + REQUEST_GRACE_S
 
     def _run_isolated(self, ops: list, *, timed: bool) -> list[Any]:
@@ -237,20 +323,19 @@ class EnvHost:
         results: list[Any] = [None] * len(ops)
         groups: dict[str, list[int]] = {}
         for i, op in enumerate(ops):
-            scenario = _op_scenario(op)
-            if scenario is None:
-                results[i] = OpError("internal", f"malformed operation {str(op)[:200]}")
+            if isinstance(op, OpError):  # malformed on the wire
+                results[i] = op
             else:
-                groups.setdefault(scenario, []).append(i)
+                groups.setdefault(op.scenario, []).append(i)
         workers: dict[str, _ScenarioWorker] = {}
         for scenario, idx in groups.items():
-            start = any(ops[i][0] in ("create", "load", "output_schemas") for i in idx)
+            start = any(ops[i].loads for i in idx)
             worker, why = self._worker_for(scenario, start=start)
             if worker is None:
                 why = why or (f"instance of {scenario!r} is not hosted here (released, or the worker of its "
                               "scenario ended: its instances are lost)")
                 for i in idx:
-                    results[i] = _lost(ops[i], why, "load" if start else "unknown")
+                    results[i] = failed(ops[i], why, "load" if start else "unknown")
             else:
                 workers[scenario] = worker
         order = sorted(workers)  # locks in one order: batches of several scenarios never deadlock
@@ -261,7 +346,7 @@ class EnvHost:
             sent = {}
             for scenario in order:
                 idx = groups[scenario]
-                part = [("snapshot_bytes", ops[i][1]) if ops[i][0] == "snapshot" else ops[i] for i in idx]
+                part = [SnapshotBytesOp(ops[i].instance_id) if isinstance(ops[i], SnapshotOp) else ops[i] for i in idx]
                 sent[scenario] = workers[scenario].send("run_batch_timed" if timed else "run_batch", part,
                                                         self._budget(part))
             for scenario in order:
@@ -273,7 +358,7 @@ class EnvHost:
                     why = (f"the host worker of {scenario!r} ended ({worker.cause}); its instances on this host "
                            "are lost")
                     for i in idx:
-                        results[i] = (_lost(ops[i], why), 0.0, 0.0) if timed else _lost(ops[i], why)
+                        results[i] = (failed(ops[i], why), 0.0, 0.0) if timed else failed(ops[i], why)
                     continue
                 for i, res in zip(idx, answer):
                     if timed:
@@ -283,8 +368,8 @@ class EnvHost:
                         except (TypeError, ValueError):
                             res, wall, cpu = OpError("internal", "malformed timed answer"), 0.0, 0.0
                         inside += wall
-                    if ops[i][0] == "snapshot" and not isinstance(res, OpError):
-                        res = _write_snapshot(res, Path(ops[i][2]))
+                    if isinstance(ops[i], SnapshotOp) and not isinstance(res, OpError):
+                        res = _write_snapshot(res, Path(ops[i].out_dir))
                     elif isinstance(res, ToolResult):
                         res = _bounded(res, self.max_answer_bytes)
                     results[i] = (res, wall, cpu) if timed else res
@@ -298,22 +383,24 @@ class EnvHost:
         return results
 
     # -- entry points ----------------------------------------------------------------------------
+    def run_batch(self, ops: list) -> list[Any]:
+        """Run operations; those of different scenarios run in their own workers, the order holds per scenario."""
+        return self._run_isolated(_decode(ops), timed=False)
+
+    def run_batch_timed(self, ops: list) -> list[tuple[Any, float, float]]:
+        return self._run_isolated(_decode(ops), timed=True)
+
     def info(self) -> dict[str, Any]:
         from awm_rl.runtime.sandbox import seccomp_level
 
-        if self._isolated:
-            return {"incarnation": self.incarnation, "pid": os.getpid(), "isolation": self.isolation,
-                    "seccomp": seccomp_level(),
-                    "workers": {s: w.pid for s, w in list(self._workers.items()) if w.alive}}
-        return {"incarnation": self.host.incarnation, "pid": self.host.pid, "isolation": self.isolation}
+        return {"incarnation": self.incarnation, "pid": os.getpid(), "isolation": self.isolation,
+                "seccomp": seccomp_level(),
+                "workers": {s: w.pid for s, w in list(self._workers.items()) if w.alive}}
 
     def stats(self) -> dict[str, Any]:
         from awm_rl.limits import rss_bytes
         from awm_rl.runtime.sandbox import scratch_summary, seccomp_level
 
-        if not self._isolated:
-            with self._local_lock:
-                return {**self.host.stats(), "isolation": self.isolation}
         scenarios: dict[str, Any] = {}
         worker_pids: dict[str, int] = {}
         worker_rss = 0.0
@@ -336,87 +423,13 @@ class EnvHost:
                 "rss_mb": worker_rss + rss_bytes() / 2**20,
                 "pipe_ms_p50": round(values[len(values) // 2], 4) if values else None}
 
-    def _one(self, op: tuple) -> Any:
-        from awm_rl.runtime.envcode import EnvLoadError
-        from awm_rl.runtime.host import UnknownInstanceError
-
-        kind = op[0]
-        try:
-            if kind == "call":
-                return self.host.call_tool(op[1], op[2], op[3])
-            if kind == "reset":
-                self.host.reset(op[1])
-                return None
-            if kind == "open":
-                self.host.open(op[1])
-                return None
-            if kind == "release":
-                self.host.release(op[1])
-                return None
-            if kind == "create":
-                return self.host.create(op[1], op[2])
-            if kind == "load":
-                return self.host.load(op[1])
-            if kind == "snapshot":
-                return self.host.snapshot(op[1], op[2])
-            if kind == "snapshot_bytes":
-                return self.host.snapshot_bytes(op[1])
-            if kind == "output_schemas":  # for `awm serve`: built where the app is, sent as plain JSON
-                from awm_rl.runtime.output_schemas import build_output_schemas
-
-                self.host.load(op[1])
-                scenario = self.host.hosts[op[1]]
-                return {name: [out.schema, out.wrapped]
-                        for name, out in build_output_schemas(scenario.env.app, scenario.tools).items()}
-            return OpError("internal", f"unknown operation {kind!r}")
-        except EnvLoadError as exc:
-            return OpError("load", str(exc))
-        except UnknownInstanceError as exc:
-            return OpError("unknown", str(exc.args[0]))
-        except Exception as exc:  # noqa: BLE001 - reported per operation
-            if kind == "call":
-                return environment_error(f"environment error: {type(exc).__name__}: {exc}", status=500)
-            return OpError("internal", f"{type(exc).__name__}: {exc}")
-
-    def run_batch(self, ops: list[tuple]) -> list[Any]:
-        """Run operations in order: ("call", iid, tool, args) -> ToolResult, ("reset", iid), ("release", iid),
-        ("create", scenario, n) -> [iid], ("load", scenario) -> info, ("snapshot", iid, dir) -> (initial, final)
-        (operations of different scenarios run in their own workers; the order holds per scenario)."""
-        ops = [tuple(op) if isinstance(op, list) else op for op in ops]
-        if self._isolated:
-            return self._run_isolated(ops, timed=False)
-        with self._local_lock:
-            return [self._one(op) for op in ops]
-
-    def run_batch_timed(self, ops: list[tuple]) -> list[tuple[Any, float, float]]:
-        """Like run_batch, with each operation's wall-clock and CPU time inside the host in ms (benchmarks)."""
-        ops = [tuple(op) if isinstance(op, list) else op for op in ops]
-        if self._isolated:
-            return self._run_isolated(ops, timed=True)
-        out = []
-        with self._local_lock:
-            for op in ops:
-                t0, c0 = time.perf_counter(), time.process_time()
-                res = self._one(op)
-                out.append((res, (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000))
-        return out
-
-    def call(self, iid: str, name: str, arguments: Any = None) -> ToolResult:
-        return self.run_batch([("call", iid, name, arguments)])[0]
-
     def worker_alive(self, scenario: str) -> bool:
-        """Whether `scenario` has a live worker (isolated hosts; in-process hosts always answer True)."""
-        if not self._isolated:
-            return True
         with self._lock:
             worker = self._workers.get(scenario)
             return worker is not None and worker.alive
 
     def close(self) -> None:
-        """End the isolated workers (in-process hosts: close their scenarios)."""
-        if not self._isolated:
-            self.host.close()
-            return
+        """End the isolated workers."""
         for worker in list(self._workers.values()):
             worker.kill("its host is closing")
         self._workers.clear()
@@ -425,54 +438,8 @@ class EnvHost:
 # ---------------------------------------------------------------------------------------------
 # the isolated scenario workers and their pipes
 
-_MAX_MESSAGE_BYTES = 1 << 30
-_SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,200}\.db$")
 _STARTING: "set[_ScenarioWorker]" = set()  # workers importing (watched by their actor's deadline thread)
 
-
-
-def _encode(value: Any) -> bytes:
-    def default(obj: Any) -> Any:
-        if isinstance(obj, ToolResult):
-            return {"__awm_tool_result__": asdict(obj)}
-        if isinstance(obj, OpError):
-            return {"__awm_op_error__": [obj.kind, obj.message]}
-        if isinstance(obj, (bytes, bytearray, memoryview)):
-            return {"__awm_bytes__": base64.b64encode(bytes(obj)).decode("ascii")}
-        if isinstance(obj, Path):
-            return str(obj)
-        raise TypeError(f"cannot send {type(obj).__name__} over the host pipe")
-
-    data = json.dumps(value, default=default, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return len(data).to_bytes(8, "big") + data
-
-
-def _decode_hook(obj: dict) -> Any:
-    if len(obj) == 1:
-        try:
-            if "__awm_tool_result__" in obj:
-                return ToolResult(**obj["__awm_tool_result__"])
-            if "__awm_op_error__" in obj:
-                kind, message = obj["__awm_op_error__"]
-                return OpError(str(kind), str(message))
-            if "__awm_bytes__" in obj:
-                return base64.b64decode(obj["__awm_bytes__"])
-        except (TypeError, ValueError):
-            return obj
-    return obj
-
-
-def _read_message(stream) -> Any:
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError("the host worker closed its pipe")
-    size = int.from_bytes(head, "big")
-    if size > _MAX_MESSAGE_BYTES:
-        raise EOFError(f"the host worker sent a {size}-byte message (limit {_MAX_MESSAGE_BYTES})")
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("the host worker closed its pipe mid-message")
-    return json.loads(data, object_hook=_decode_hook)
 
 
 class _ImportCrash(Exception):
@@ -484,7 +451,7 @@ class _ImportCrash(Exception):
 class _ScenarioWorker:
     """The actor's side of one scenario's bubblewrap'd worker: spawn, wait for its import, forward batches."""
 
-    def __init__(self, owner: EnvHost, scenario: str, folder: Path):
+    def __init__(self, owner: IsolatedHost, scenario: str, folder: Path):
         from awm_rl.limits import untrusted_env
         from awm_rl.runtime.sandbox import sandboxed_command
 
@@ -525,7 +492,7 @@ class _ScenarioWorker:
         self.busy_until = time.monotonic() + timeout_s
         _STARTING.add(self)
         try:
-            ready = _read_message(self.proc.stdout)
+            ready = read_message(self.proc.stdout)
             if not isinstance(ready, dict) or not ready.get("ready"):
                 raise EOFError("the worker sent something other than its ready message")
             return ready
@@ -543,7 +510,7 @@ class _ScenarioWorker:
         self.busy_budget = budget_s
         self.busy_until = time.monotonic() + budget_s
         try:
-            self.proc.stdin.write(_encode({"m": method, "ops": ops}))
+            self.proc.stdin.write(encode_message({"m": method, "ops": ops}))
             self.proc.stdin.flush()
             return True
         except (OSError, ValueError) as exc:
@@ -553,7 +520,7 @@ class _ScenarioWorker:
     def receive(self) -> Any:
         """Read one answer (the caller holds `lock`); None when the worker ended instead."""
         try:
-            return _read_message(self.proc.stdout)
+            return read_message(self.proc.stdout)
         except (EOFError, OSError, ValueError) as exc:
             self._ended(exc)
             return None
@@ -612,7 +579,7 @@ def _write_snapshot(res: Any, out_dir: Path) -> Any:
     try:
         initial_name, initial, final_name, final = res
         if not (isinstance(initial, bytes) and isinstance(final, bytes)
-                and _SNAPSHOT_NAME.match(initial_name) and _SNAPSHOT_NAME.match(final_name)):
+                and SNAPSHOT_NAME.match(initial_name) and SNAPSHOT_NAME.match(final_name)):
             raise ValueError("malformed snapshot from the host worker")
     except (TypeError, ValueError) as exc:
         return OpError("internal", str(exc))
@@ -638,19 +605,19 @@ def _serve_worker(store_root: str, options: dict[str, Any], scenario: str) -> in
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # what generated code prints goes to the log, never into the protocol
-    host = EnvHost(store_root, isolate=False, **options)
+    host = InProcessHost(store_root, **options)
     try:
         ready: dict[str, Any] = {"ready": True, "pid": os.getpid(), "load": host.host.load(scenario),
                                  "seccomp": seccomp}
     except EnvLoadError as exc:
         ready = {"ready": True, "pid": os.getpid(), "load_error": str(exc), "seccomp": seccomp}
-    protocol_out.write(_encode(ready))
+    protocol_out.write(encode_message(ready))
     protocol_out.flush()
     if "load_error" in ready:
         return 0
     while True:
         try:
-            request = _read_message(protocol_in)
+            request = read_message(protocol_in)
         except EOFError:
             return 0
         method, ops = request.get("m"), request.get("ops") or []
@@ -666,7 +633,7 @@ def _serve_worker(store_root: str, options: dict[str, Any], scenario: str) -> in
             answer = host.info()
         else:
             answer = {"error": f"unknown method {method!r}"}
-        protocol_out.write(_encode(answer))
+        protocol_out.write(encode_message(answer))
         protocol_out.flush()
 
 
@@ -722,7 +689,8 @@ def _warm_up() -> None:
 
 
 def remote_host_class(**options: Any):
-    """The Ray actor class for `EnvHost` (built lazily so importing this module does not import Ray)."""
+    """The Ray actor class: an `IsolatedHost` where bubblewrap is available, else an in-process one (built
+    lazily so importing this module does not import Ray)."""
     import ray
 
     from awm_rl.runtime.sandbox import sandbox_available
@@ -732,7 +700,7 @@ def remote_host_class(**options: Any):
     opts = {"max_restarts": -1, "max_task_retries": 0, "num_cpus": 0,
             "max_concurrency": 32 if sandbox_available() else 1}
     opts.update(options)
-    return ray.remote(**opts)(EnvHost)
+    return ray.remote(**opts)(IsolatedHost if sandbox_available() else _UnsandboxedHost)
 
 
 if __name__ == "__main__":

@@ -40,48 +40,23 @@ import time
 import traceback
 import uuid
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from awm_rl import settings
 from awm_rl.limits import CallTimeout, Watchdog, deadline, untrusted
 from awm_rl.runtime.asgi import AnswerTooLarge, asgi_request
 from awm_rl.runtime.db import (_Slot, build_template, current_slot, open_instance_db, write_db_file)
 from awm_rl.runtime.envcode import EnvLoadError, LoadedEnv, load_env
+from awm_rl.runtime.protocol import ToolResult, agent_error, environment_error, instance_id, snapshot_stem
 from awm_rl.runtime.tools import (ArgumentError, ToolRoute, build_tool_routes, check_argument_names, parse_arguments,
                                   to_request)
 
 log = logging.getLogger(__name__)
 
-ErrorKind = Literal["agent", "environment"]
 DEFAULT_CALL_TIMEOUT_S = 10.0
 DEFAULT_IMPORT_TIMEOUT_S = 60.0
 DEFAULT_OPEN_INSTANCES = 256  # open connections per scenario before idle instances are parked
-
-
-@dataclass(slots=True)
-class ToolResult:
-    """What one tool call returned. `text` is what the agent sees (response JSON, or error text)."""
-
-    ok: bool
-    status: int
-    text: str
-    error_kind: ErrorKind | None = None
-    elapsed_ms: float = 0.0
-    detail: str | None = None  # for logs and the judge, never shown as the agent's text: e.g. the 500's exception
-
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def agent_error(status: int, text: str) -> ToolResult:
-    return ToolResult(ok=False, status=status, text=text, error_kind="agent")
-
-
-def environment_error(text: str, status: int = 503) -> ToolResult:
-    return ToolResult(ok=False, status=status, text=text, error_kind="environment")
 
 
 def _generated_frames(error: BaseException, limit: int = 3) -> str:
@@ -289,7 +264,7 @@ class ScenarioHost:
     # -- instances ---------------------------------------------------------------------------
     def create_instance(self) -> str:
         """A new isolated instance (its database is copied lazily, on first use)."""
-        iid = f"{self.scenario}:{self._prefix}:{next(self._ids)}"
+        iid = instance_id(self.scenario, self._prefix, next(self._ids))
         self.instances[iid] = _Instance(iid)
         return iid
 
@@ -372,7 +347,7 @@ class ScenarioHost:
         if self._initial_file != initial or not initial.is_file():
             write_db_file(self.template, initial)
             self._initial_file = initial
-        final = out_dir / f"{iid.replace(':', '.')}.final.db"
+        final = out_dir / f"{snapshot_stem(iid)}.final.db"
         write_db_file(self._image(inst), final)
         return initial, final
 
@@ -382,7 +357,7 @@ class ScenarioHost:
         inst = self._get(iid)
         final = self._image(inst)
         return (f"{self.scenario}.{self._prefix}.initial.db", self.template,
-                f"{iid.replace(':', '.')}.final.db", final)
+                f"{snapshot_stem(iid)}.final.db", final)
 
     # -- tools -------------------------------------------------------------------------------
     def list_tools(self) -> list[dict[str, Any]]:

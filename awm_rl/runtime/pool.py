@@ -15,8 +15,8 @@ Typical use (agent loop, GRPO trainer)::
     # async (the trainer overlaps many rollouts): the same methods with an `_async` suffix
     h = await pool.acquire_async("rover"); r = await pool.call_tool_async(h, "search_walkers", "{}")
 
-Operations are typed records (`CallOp`, `ResetOp`, `OpenOp`, `ReleaseOp`, `CreateOp`, `LoadOp`,
-`SnapshotOp`; `wire()` gives the actor's form); `call_many` takes `ToolCall(handle, tool, arguments)`
+Operations are the typed records of `awm_rl.runtime.protocol` (`CallOp`, `ResetOp`, `OpenOp`, `ReleaseOp`,
+`CreateOp`, `LoadOp`, `SnapshotOp`; importable from here too); `call_many` takes `ToolCall(handle, tool, arguments)`
 records (tuples still work), and `run_timed(host, ops)` runs typed operations on one host, timed inside
 it, as `TimedResult`s (what `benchmarks/serve.py` measures with).
 
@@ -48,8 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from awm_rl.runtime.actor import OpError
-from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S, ToolResult, environment_error
+from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S
+from awm_rl.runtime.protocol import (CallOp, CreateOp, LoadOp, Operation, OpError, ReleaseOp, ResetOp, SnapshotOp,
+                                     TimedResult, ToolResult, decode_op, environment_error)
+from awm_rl.runtime.protocol import OpenOp  # noqa: F401 - for `run_timed` callers, with the other operations
 
 # A batch that may import a scenario's code waits for the host's import limit (plus its own calls).
 IMPORT_BUDGET_S = DEFAULT_IMPORT_TIMEOUT_S + 25.0  # the actor allows import + 20 s startup
@@ -88,86 +90,6 @@ class InstanceHandle:
     snapshot_file: Path | None = field(default=None, repr=False)
 
 
-# ---------------------------------------------------------------------------------------------
-# typed operations: what the pool sends a host actor (`wire()` is the actor's JSON-able form)
-
-@dataclass(frozen=True, slots=True)
-class CallOp:
-    """Call tool `tool` of instance `instance_id` -> ToolResult."""
-
-    instance_id: str
-    tool: str
-    arguments: dict[str, Any] | str | None = None
-
-    def wire(self) -> tuple:
-        return ("call", self.instance_id, self.tool, self.arguments)
-
-
-@dataclass(frozen=True, slots=True)
-class ResetOp:
-    """Restore the instance's initial database -> None."""
-
-    instance_id: str
-
-    def wire(self) -> tuple:
-        return ("reset", self.instance_id)
-
-
-@dataclass(frozen=True, slots=True)
-class OpenOp:
-    """Materialize the instance's database now (instead of on its first call) -> None."""
-
-    instance_id: str
-
-    def wire(self) -> tuple:
-        return ("open", self.instance_id)
-
-
-@dataclass(frozen=True, slots=True)
-class ReleaseOp:
-    """Free the instance on its host -> None."""
-
-    instance_id: str
-
-    def wire(self) -> tuple:
-        return ("release", self.instance_id)
-
-
-@dataclass(frozen=True, slots=True)
-class CreateOp:
-    """`n` new instances of `scenario` (importing it first if needed) -> [instance id]."""
-
-    scenario: str
-    n: int = 1
-
-    def wire(self) -> tuple:
-        return ("create", self.scenario, self.n)
-
-
-@dataclass(frozen=True, slots=True)
-class LoadOp:
-    """Import `scenario` on the host (idempotent) -> {"scenario", "cold_start_ms", "cold_start_cpu_ms", "tools"}."""
-
-    scenario: str
-
-    def wire(self) -> tuple:
-        return ("load", self.scenario)
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotOp:
-    """Write the instance's (initial, final) database files into `out_dir` -> (initial path, final path)."""
-
-    instance_id: str
-    out_dir: str
-
-    def wire(self) -> tuple:
-        return ("snapshot", self.instance_id, self.out_dir)
-
-
-Operation = CallOp | ResetOp | OpenOp | ReleaseOp | CreateOp | LoadOp | SnapshotOp
-
-
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One call for `EnvironmentPool.call_many`."""
@@ -177,28 +99,6 @@ class ToolCall:
     arguments: dict[str, Any] | str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TimedResult:
-    """An operation's result with its wall-clock and CPU time inside the host, in ms (`run_timed`)."""
-
-    result: Any
-    wall_ms: float
-    cpu_ms: float
-
-    @property
-    def ok(self) -> bool:
-        return not isinstance(self.result, OpError) and not (isinstance(self.result, ToolResult) and not self.result.ok)
-
-
-def _wire(op: "Operation | tuple") -> tuple:
-    return op.wire() if hasattr(op, "wire") else tuple(op)
-
-
-def _instance_of(op: tuple) -> str | None:
-    """The instance a wire operation acts on (None for create/load, which name a scenario)."""
-    return op[1] if op[0] in ("call", "reset", "open", "release", "snapshot") else None
-
-
 class _HostLink:
     """One host actor: its queue of pending operations and the task that batches them."""
 
@@ -206,7 +106,7 @@ class _HostLink:
         self.pool = pool
         self.index = index
         self.actor = actor
-        self.queue: deque[tuple[tuple, asyncio.Future | concurrent.futures.Future]] = deque()
+        self.queue: deque[tuple[Operation, asyncio.Future | concurrent.futures.Future]] = deque()
         self.wakeup = asyncio.Event()
         self.slots = asyncio.Semaphore(pool.max_inflight_batches)
         self.instances = 0  # acquired + ready instances placed here
@@ -214,8 +114,8 @@ class _HostLink:
         self.inflight_instances: dict[str, int] = {}  # instance id -> its operations in batches not yet answered
         self.task = asyncio.get_running_loop().create_task(self._dispatch())
 
-    def put(self, op: "Operation | tuple", fut) -> None:
-        self.queue.append((_wire(op), fut))
+    def put(self, op: Operation, fut) -> None:
+        self.queue.append((op, fut))
         self.wakeup.set()
 
     async def _dispatch(self) -> None:
@@ -232,7 +132,7 @@ class _HostLink:
             batch, waiting, held = [], [], set()
             while self.queue and len(batch) < self.pool.max_batch:
                 item = self.queue.popleft()
-                iid = _instance_of(item[0])
+                iid = item[0].instance
                 if iid is not None and (iid in held or iid in self.inflight_instances):
                     waiting.append(item)
                     held.add(iid)
@@ -245,15 +145,15 @@ class _HostLink:
                 await self.wakeup.wait()
                 continue
             for op, _ in batch:
-                iid = _instance_of(op)
+                iid = op.instance
                 if iid is not None:
                     self.inflight_instances[iid] = self.inflight_instances.get(iid, 0) + 1
             asyncio.get_running_loop().create_task(self._send(batch))
 
     def _budget(self, ops: list) -> float:
         """The longest this batch may take on the host: its calls, plus an import if it may load a scenario."""
-        calls = sum(1 for op in ops if op[0] == "call")
-        loads = any(op[0] in ("create", "load") for op in ops)
+        calls = sum(1 for op in ops if isinstance(op, CallOp))
+        loads = any(op.loads for op in ops)
         return self.pool.call_timeout_s * max(1, calls) + (IMPORT_BUDGET_S if loads else 0.0)
 
     async def _send(self, batch: list) -> None:
@@ -263,7 +163,7 @@ class _HostLink:
         self.inflight_budget += budget
         deadline = self.inflight_budget + self.pool.batch_slack_s
         try:
-            ref = self.actor.run_batch.remote(ops)
+            ref = self.actor.run_batch.remote([op.wire() for op in ops])
             results = await asyncio.wait_for(asyncio.wrap_future(ref.future()), deadline)
         except asyncio.TimeoutError:
             self.pool._host_failed(self.index, True)
@@ -277,7 +177,7 @@ class _HostLink:
             self.inflight_budget -= budget
             self.slots.release()
             for op in ops:
-                iid = _instance_of(op)
+                iid = op.instance
                 if iid is not None:
                     left = self.inflight_instances[iid] - 1
                     if left:
@@ -325,8 +225,8 @@ class EnvironmentPool:
                  host_rss_cap_mb: int | None = 8192, ray_address: str | None = None,
                  snapshot_dir: Path | str | None = None, actor_options: dict[str, Any] | None = None,
                  max_open_instances: int | None = None):
-        from awm_resources.store import ArtifactStore
         from awm_resources.ray_cluster import init_ray
+        from awm_resources.store import ArtifactStore
         from awm_rl.runtime.actor import remote_host_class
 
         self.store = ArtifactStore(store_root)
@@ -678,7 +578,7 @@ class EnvironmentPool:
 
         if self._closed:
             raise PoolClosed("the environment pool is closed")
-        out = ray.get(self._actors[host].run_batch_timed.remote([_wire(op) for op in ops]),
+        out = ray.get(self._actors[host].run_batch_timed.remote([decode_op(op).wire() for op in ops]),
                       timeout=self.call_timeout_s * max(1, len(ops)) + IMPORT_BUDGET_S + self.batch_slack_s)
         return [TimedResult(res, float(wall), float(cpu)) for res, wall, cpu in out]
 

@@ -14,8 +14,9 @@ import time
 import httpx
 import pytest
 
-from awm_rl.runtime.actor import EnvHost
+from awm_rl.runtime.actor import IsolatedHost
 from awm_rl.runtime.check import check_env_code
+from awm_rl.runtime.protocol import CreateOp
 from awm_rl.verification import run_verifier
 
 from .test_verifier_attacks import hostile
@@ -123,14 +124,14 @@ def store(tmp_path):
     return tmp_path / "store"
 
 
-def _call(host: EnvHost, iid: str, tool: str, args: dict):
-    return host.run_batch([("call", iid, tool, args)])[0]
+def _call(host: IsolatedHost, iid: str, tool: str, args: dict):
+    return host.call(iid, tool, args)
 
 
 def test_host_worker_scratch_answers_and_requests_are_bounded(store, small_limits):
-    host = EnvHost(str(store), isolate=True, call_timeout_s=5, memory_mb=1024)
+    host = IsolatedHost(str(store), call_timeout_s=5, memory_mb=1024)
     try:
-        [iid] = host.run_batch([("create", "exhaust_env", 1)])[0]
+        [iid] = host.run_batch([CreateOp("exhaust_env", 1)])[0]
         for where in ("/tmp", "/dev/shm"):
             seen = json.loads(_call(host, iid, "fill", {"where": where, "mb": 100}).text)
             assert seen["done"] <= 8 and "No space left" in seen["error"], (where, seen)
@@ -150,7 +151,7 @@ def test_host_worker_scratch_answers_and_requests_are_bounded(store, small_limit
         time.sleep(1.0)
         lost = drip if not drip.ok else _call(host, iid, "ping", {})
         assert lost.error_kind == "environment" and "AWM_SCRATCH_FILES" in lost.text, (drip.text, lost.text)
-        [fresh] = host.run_batch([("create", "exhaust_env", 1)])[0]  # a new worker serves the scenario
+        [fresh] = host.run_batch([CreateOp("exhaust_env", 1)])[0]  # a new worker serves the scenario
         assert _call(host, fresh, "ping", {}).ok
     finally:
         host.close()

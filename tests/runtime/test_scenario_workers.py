@@ -158,7 +158,8 @@ def test_slow_import_is_not_killed_by_another_callers_deadline(worker_store):
 
 
 def test_typed_operations(one_host):
-    from awm_rl.runtime.pool import CallOp, CreateOp, OpenOp, ReleaseOp, ResetOp, TimedResult, ToolCall
+    from awm_rl.runtime.pool import ToolCall
+    from awm_rl.runtime.protocol import CallOp, CreateOp, OpenOp, ReleaseOp, ResetOp, TimedResult
 
     h = one_host.acquire("notes_a")
     try:
