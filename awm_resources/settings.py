@@ -305,6 +305,20 @@ def variables() -> dict[str, tuple[str, ...]]:
     return out
 
 
+def variable(*path: str) -> str:
+    """The variable of the setting at `path`, e.g. variable("llm", "stages", "tasks", "model")."""
+    by_path = {p: env for env, p in variables().items()}
+    if path not in by_path:
+        raise KeyError(f"no setting at {'.'.join(path)}")
+    return by_path[path]
+
+
+def configured(section: BaseModel, *path: str) -> dict[str, tuple[Any, str]]:
+    """The fields of `section` (at `path` in Settings) that a variable set: name -> (value, variable)."""
+    return {name: (getattr(section, name), variable(*path, name)) for name in sorted(section.model_fields_set)
+            if name != "stages"}
+
+
 def check_names(environ: Mapping[str, str]) -> None:
     """An `AWM_*` variable that is neither a setting nor internal is an error naming the closest setting."""
     known = variables()

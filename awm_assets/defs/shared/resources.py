@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from awm_resources.embedder import ApiEmbedder, Embedder
-from awm_resources.llm import REPLAY_MODEL, LLMClient, stage_settings_from_env
+from awm_resources.llm import REPLAY_MODEL, LLMClient
+from awm_resources.settings import Settings, configured, judge_llm_config, load_settings
 from awm_resources.store import ArtifactStore, default_home
 from awm_rl.settings import env_number  # noqa: F401 - the one numeric-setting helper, re-exported
 
@@ -21,9 +23,11 @@ class StageLLMConfig(dg.Config):
 
     model: str | None = Field(default=None, description="litellm model string for this stage")
     api_base: str | None = Field(default=None, description="API base for this stage's model")
+    api_key: str | None = Field(default=None, description="API key for this stage's model; pass as EnvVar")
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, description="output limit; default: the model's own (litellm)")
     reasoning_effort: str | None = Field(default=None, description="minimal/low/medium/high; reasoning models only")
+    timeout_s: float | None = Field(default=None, description="seconds per request of this stage")
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -126,31 +130,51 @@ def env_or(name: str, default=None):
     return dg.EnvVar(name) if os.environ.get(name) else default
 
 
+def as_config(fields: dict[str, tuple[Any, str]]) -> dict[str, Any]:
+    """Settings a variable set (awm_resources.settings.configured) as resource config: text and integers as the
+    `EnvVar` they came from, so the UI shows the variable; other values (numbers) as read."""
+    return {name: dg.EnvVar(env) if isinstance(value, (str, Path)) else
+            dg.EnvVar.int(env) if type(value) is int else value for name, (value, env) in fields.items()}
+
+
 def max_retries() -> int:
     """Self-correction retries per stage (`AWM_MAX_RETRIES`, default 5 as in the paper)."""
-    return env_number("AWM_MAX_RETRIES", 5, int)
+    return load_settings().pipeline.max_retries
 
 
 def sensor_interval_s() -> int:
     """How often the seed and scenario sensors look (`AWM_SENSOR_INTERVAL_S`, default 30 s); the watchdog
     and the catalog automation look twice as often."""
-    return max(1, env_number("AWM_SENSOR_INTERVAL_S", 30, int))
+    return load_settings().pipeline.sensor_interval_s
+
+
+def llm_resource(settings: Settings) -> LLMResource:
+    """The synthesis LLM from its settings, per-stage overrides included."""
+    llm, paths = settings.llm, configured(settings.paths, "paths")
+    stages = {stage: StageLLMConfig(**as_config(configured(s, "llm", "stages", stage)))
+              for stage, s in llm.stages.items()}
+    return LLMResource(**as_config(configured(llm, "llm")), stages=stages,
+                       **as_config({k: v for k, v in paths.items() if k in ("replay_dir", "record_dir")}))
+
+
+def judge_resource(settings: Settings) -> LLMResource:
+    """The judge (judge_llm_config: the one definition), each value as the variable it came from."""
+    cfg = judge_llm_config(settings)
+    values = {"model": cfg.model or REPLAY_MODEL, "api_base": cfg.api_base, "api_key": cfg.api_key,
+              "replay_dir": str(cfg.replay_dir) if cfg.replay_dir else None}
+    return LLMResource(**{k: dg.EnvVar(cfg.env[k]) if k in cfg.env else v for k, v in values.items()},
+                       temperature=cfg.temperature)
 
 
 def build_resources() -> dict:
+    settings = load_settings()
     return {
-        "llm": LLMResource(model=env_or("AWM_LLM_MODEL", "replay"), api_base=env_or("AWM_LLM_API_BASE"),
-                           api_key=env_or("AWM_LLM_API_KEY"), replay_dir=env_or("AWM_REPLAY_DIR"),
-                           record_dir=env_or("AWM_RECORD_DIR"), reasoning_effort=env_or("AWM_LLM_REASONING_EFFORT"),
-                           max_tokens=dg.EnvVar.int("AWM_LLM_MAX_TOKENS") if os.environ.get("AWM_LLM_MAX_TOKENS") else None,
-                           timeout_s=env_number("AWM_LLM_TIMEOUT_S", 900.0),
-                           stages=stage_settings_from_env()),
+        "llm": llm_resource(settings),
         # The judge of rollouts is configured apart from the synthesis LLM (code mode needs none).
-        "judge_llm": LLMResource(model=env_or("AWM_JUDGE_MODEL", "replay"), api_base=env_or("AWM_JUDGE_API_BASE"),
-                                 api_key=env_or("AWM_JUDGE_API_KEY"), temperature=0.0),
+        "judge_llm": judge_resource(settings),
         "store": StoreResource(root=env_or("AWM_HOME")),
-        "embedder": EmbedderResource(model=env_or("AWM_EMBEDDING_MODEL"), api_base=env_or("AWM_EMBEDDING_API_BASE"),
-                                     api_key=env_or("AWM_EMBEDDING_API_KEY")),
+        "embedder": EmbedderResource(**as_config({k: v for k, v in configured(settings.embedding, "embedding").items()
+                                                  if k != "path"})),
         "ray": RayResource(address=env_or("RAY_ADDRESS")),
         "synthesis": SynthesisSettings(),
     }
