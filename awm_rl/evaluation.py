@@ -17,7 +17,7 @@ from typing import Any
 
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.agent import Episode, EpisodeScore, EpisodeSpec, LoopConfig, Policy, run_episodes
-from awm_rl.agent.loop import EnvironmentPool, discard_snapshot
+from awm_rl.agent.loop import ToolEnvironments, discard_snapshot
 from awm_rl.reward import Judge, TaskRecord, load_tasks, score_episodes
 
 BUCKETS: list[tuple[str, int, int]] = [("0-2 calls", 0, 2), ("3-5 calls", 3, 5), ("6-9 calls", 6, 9), ("10+ calls", 10, 10**9)]
@@ -97,7 +97,7 @@ def _group(pairs: list[tuple[Episode, EpisodeScore]]) -> dict[str, Any]:
             "mean_turns": round(sum(e.turns for e, _ in pairs) / len(pairs), 3) if pairs else 0.0}
 
 
-def evaluate(store: ArtifactStore, pool: EnvironmentPool, policy: Policy, judge: Judge, *, out_dir: Path,
+def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge: Judge, *, out_dir: Path,
              tasks_per_env: int = 3, window: int | None = 10, max_turns: int = 20,
              scenarios: list[str] | None = None, concurrency: int = 4,
              excluded: dict[str, list[int]] | None = None, keep_databases: bool = False) -> EvaluationReport:

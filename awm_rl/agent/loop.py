@@ -44,8 +44,9 @@ class ToolResultLike(Protocol):
     error_kind: str | None
 
 
-class EnvironmentPool(Protocol):
-    """What the loop needs from `awm_rl.runtime` (handles are opaque)."""
+class ToolEnvironments(Protocol):
+    """What the loop needs from its environments (handles are opaque): `awm_rl.runtime.pool.EnvironmentPool`,
+    or an external benchmark's environments (BFCL, τ²)."""
 
     def acquire(self, scenario: str) -> Any: ...
     def list_tools(self, handle: Any) -> list[dict[str, Any]]: ...
@@ -115,7 +116,7 @@ def window_messages(messages: list[dict[str, Any]], window: int | None) -> list[
     return head + [m for exchange in kept for m in exchange]
 
 
-def run_episode(pool: EnvironmentPool, policy: Policy, spec: EpisodeSpec, config: LoopConfig | None = None) -> Episode:
+def run_episode(pool: ToolEnvironments, policy: Policy, spec: EpisodeSpec, config: LoopConfig | None = None) -> Episode:
     """Run one task to its end; never raises for policy, format or environment failures."""
     config = config or LoopConfig()
     started = time.perf_counter()
@@ -165,12 +166,12 @@ class _NoSnapshot(Exception):
     """The environment keeps no databases (snapshot returned None)."""
 
 
-def _next_user_turn(pool: EnvironmentPool, handle: Any) -> UserTurn | None:
+def _next_user_turn(pool: ToolEnvironments, handle: Any) -> UserTurn | None:
     follow = getattr(pool, "next_user_turn", None)
     return follow(handle) if follow is not None else None
 
 
-def _turns(pool: EnvironmentPool, handle: Any, policy: Policy, spec: EpisodeSpec, config: LoopConfig,
+def _turns(pool: ToolEnvironments, handle: Any, policy: Policy, spec: EpisodeSpec, config: LoopConfig,
            episode: Episode, validator: FormatValidator) -> None:
     user_turn, turn_in_user_turn = 0, 0
 
@@ -247,7 +248,7 @@ def _shown(text: str, action: str | None, limit: int | None = MAX_TOOL_TEXT) -> 
     return text[:limit] + f"\n[... {len(text) - limit} more characters truncated]"
 
 
-def _act(pool: EnvironmentPool, handle: Any, action: str | None, tool_name: str | None, arguments: dict[str, Any],
+def _act(pool: ToolEnvironments, handle: Any, action: str | None, tool_name: str | None, arguments: dict[str, Any],
          validator: FormatValidator) -> ToolOutcome:
     t0 = time.perf_counter()
     try:
@@ -286,7 +287,7 @@ def discard_snapshot(episode: Episode) -> None:
             pass
 
 
-def run_episodes(pool: EnvironmentPool, policy: Policy, specs: list[EpisodeSpec], config: LoopConfig | None = None,
+def run_episodes(pool: ToolEnvironments, policy: Policy, specs: list[EpisodeSpec], config: LoopConfig | None = None,
                  *, concurrency: int = 8) -> list[Episode]:
     """Run episodes concurrently (threads; each holds its own instance); results in input order."""
     if not specs:

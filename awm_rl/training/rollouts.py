@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from awm_rl.agent.episode import Episode
-from awm_rl.agent.loop import EnvironmentPool, EpisodeSpec, LoopConfig, run_episode
+from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, run_episode
 from awm_rl.agent.policies import PolicyError, PolicyOutput, PolicyRequest
 from awm_rl.training.samples import TurnTokens, render_prompt_ids
 
@@ -176,7 +176,7 @@ class Rollout:
     turns: list[TurnTokens]
 
 
-def run_rollouts(pool: EnvironmentPool, specs: list[EpisodeSpec], policy: RecordingPolicy, generate: GenerateFn,
+def run_rollouts(pool: ToolEnvironments, specs: list[EpisodeSpec], policy: RecordingPolicy, generate: GenerateFn,
                  loop_config: LoopConfig, *, concurrency: int = 256) -> list[Rollout]:
     """Run every spec as an episode (threads) while this thread serves their generations; input order kept."""
     broker = policy.broker
@@ -222,7 +222,7 @@ class CompactToolsPool:
     Names and schemas are unchanged, so the format validator checks exactly the same rules.
     """
 
-    def __init__(self, pool: EnvironmentPool) -> None:
+    def __init__(self, pool: ToolEnvironments) -> None:
         self.pool = pool
         self._cache: dict[str, list[dict[str, Any]]] = {}
 

@@ -40,7 +40,7 @@ import torch
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
-from awm_rl.agent.loop import EnvironmentPool, EpisodeSpec, LoopConfig, discard_snapshot
+from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard_snapshot
 from awm_rl.reward import Judge, TaskRecord, score_episodes
 from awm_rl.training.metrics import is_policy_failure, merge_rollout_metrics, rollout_metrics
 from awm_rl.training.objective import engine_ratio, fold_engine_ratio, group_advantages, real_rows
@@ -65,7 +65,7 @@ def awm_episode_reward(prompts: list[Any], completions: list[Any], awm_reward: l
 class RolloutContext:
     """What the trainer needs beyond TRL: the pool, the tasks, the judge, the loop and the schedule."""
 
-    pool: EnvironmentPool
+    pool: ToolEnvironments
     judge: Judge
     records: dict[tuple[str, int], TaskRecord]
     loop_config: LoopConfig

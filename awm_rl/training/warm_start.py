@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from awm_rl.agent.loop import EnvironmentPool, EpisodeSpec, LoopConfig, discard_snapshot, run_episode
+from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard_snapshot, run_episode
 from awm_rl.agent.policies import ScriptedPolicy
 from awm_rl.agent.qwen3 import call_tool_turn, list_tools_turn, render_turn
 from awm_rl.reward.tasks import TaskRecord
@@ -74,7 +74,7 @@ def scripted_turns(task: str, tools: list[dict[str, Any]]) -> list[str] | None:
             render_turn("The call succeeded; I can report the result.", None, "Done: the result is above.")]
 
 
-def warm_start_samples(pool: EnvironmentPool, tasks: list[TaskRecord], tokenizer: Any, loop_config: LoopConfig,
+def warm_start_samples(pool: ToolEnvironments, tasks: list[TaskRecord], tokenizer: Any, loop_config: LoopConfig,
                        *, tasks_per_scenario: int) -> tuple[list[tuple[list[int], list[int]]], int, int]:
     """(prompt ids, target ids) per turn of the kept scripted episodes; plus episodes run and kept."""
     chosen: list[TaskRecord] = []
