@@ -14,8 +14,7 @@ from awm_rl.tau2 import Tau2Unavailable, evaluate_tau2, load_tasks
 
 def test_ground_truth_passes_taus_evaluator_in_every_domain(tmp_path):
     """airline and retail with a scripted user (the task's own first line, then τ²'s stop token);
-    telecom with a scripted user that does the device actions the agent asks for, and in solo mode
-    (no user: the agent also replays the user's device actions)."""
+    telecom with a scripted user that also does the device actions the agent asks for."""
     airline = evaluate_tau2("airline", "ground_truth", out_dir=tmp_path / "airline", ids=["1"], trials=2)
     assert (airline.tasks, airline.trials, airline.average_reward, airline.pass_hat_k) == (1, 2, 1.0, {1: 1.0, 2: 1.0})
     assert airline.user_model == "scripted" and airline.package_version == "26.3"
@@ -30,12 +29,8 @@ def test_ground_truth_passes_taus_evaluator_in_every_domain(tmp_path):
     retail = evaluate_tau2("retail", "ground_truth", out_dir=tmp_path / "retail", ids=["0"])
     assert retail.average_reward == 1.0 and retail.per_task[0]["reward_breakdown"]["DB"] == 1.0
 
-    [first] = load_tasks("telecom", limit=1)
-    telecom = evaluate_tau2("telecom", "ground_truth", out_dir=tmp_path / "telecom", ids=[first.id], solo=True)
-    assert telecom.average_reward == 1.0 and telecom.user_model == "none (solo)"
-    assert telecom.per_task[0]["termination_reasons"] == ["agent_stop"]
-
-    telecom = evaluate_tau2("telecom", "ground_truth", out_dir=tmp_path / "telecom-user", ids=[first.id])
+    [first] = load_tasks("telecom", limit=1)  # (solo mode: test_tau2_evaluation_asset_materializes_...)
+    telecom = evaluate_tau2("telecom", "ground_truth", out_dir=tmp_path / "telecom", ids=[first.id])
     [task] = telecom.per_task
     assert telecom.average_reward == 1.0 and task["reward_breakdown"] == {"ENV_ASSERTION": 1.0}
     messages = json.loads(Path(task["trajectories"][0]).read_text())["simulation"]["messages"]
