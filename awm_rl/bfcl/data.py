@@ -34,7 +34,8 @@ SINGLE_TURN_CATEGORIES = NON_LIVE_CATEGORIES + LIVE_CATEGORIES
 ALL_CATEGORIES = SINGLE_TURN_CATEGORIES + MULTI_TURN_CATEGORIES
 CATEGORY_GROUPS = {"all": ALL_CATEGORIES, "multi_turn": MULTI_TURN_CATEGORIES, "single_turn": SINGLE_TURN_CATEGORIES,
                    "non_live": NON_LIVE_CATEGORIES, "live": LIVE_CATEGORIES}
-# The paper's Table 4 (Qwen3, BFCLv3 overall accuracy, %): base model -> after AWM training.
+# The paper's Table 4 (arXiv 2602.10090 v3, "Results across BFCLv3, τ2-bench, and MCP-Universe benchmarks"; Qwen3
+# thinking models, BFCLv3 leaderboard Overall, %): base model -> after AWM training. τ²: awm_rl.tau2.data.PAPER_TAU2.
 PAPER_TABLE4 = {"Qwen3-4B": (54.92, 64.50), "Qwen3-8B": (53.83, 65.94), "Qwen3-14B": (61.25, 70.18)}
 
 
