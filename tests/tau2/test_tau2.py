@@ -88,8 +88,8 @@ def test_bad_inputs_are_clear_errors(tmp_path):
 def test_tau2_evaluation_asset_materializes_a_domain_partition(tmp_path):
     import dagster as dg
 
-    from awm_assets.defs.shared.resources import StoreResource
     from awm_assets.defs.evaluation.tau2_asset import tau2_domain_partitions, tau2_evaluation
+    from awm_assets.defs.shared.resources import StoreResource
 
     assert tau2_domain_partitions.get_partition_keys() == ["airline", "retail", "telecom"]
     result = dg.materialize([tau2_evaluation], partition_key="telecom", instance=dg.DagsterInstance.ephemeral(),

@@ -40,9 +40,9 @@ def results_table(domain: str, policy: str, user_model: str, tasks: int, pass_ha
     from awm_rl.tau2.data import PAPER_SCOPE, PAPER_TAU2
 
     ours4 = f"{100 * pass_at_k[4]:.2f}" if 4 in pass_at_k else "- (needs trials >= 4)"
-    rows = ["| model | setting | pass^1 = Pass@1 (%) | Pass@4 (%) |", "|---|---|---|---|",
-            f"| {policy} | this run: {domain}, {tasks} task(s), user {user_model}, {len(pass_hat_k)} trial(s) | "
-            f"{100 * pass_hat_k[1]:.2f} | {ours4} |"]
+    ours = (f"| {policy} | this run: {domain}, {tasks} task(s), user {user_model}, {len(pass_hat_k)} trial(s) | "
+            f"{100 * pass_hat_k[1]:.2f} | {ours4} |")
+    rows = ["| model | setting | pass^1 = Pass@1 (%) | Pass@4 (%) |", "|---|---|---|---|", ours]
     for model, cells in PAPER_TAU2.items():
         for i, stage in enumerate(("base", "+ AWM training")):
             rows.append(f"| {model} (paper, Table 4) | {stage}, {PAPER_SCOPE} | {cells['pass@1'][i]:.2f} | "
