@@ -12,8 +12,6 @@ docs/configuration.md is generated from the same fields (`python -m awm_resource
 - `ray_forwarded_env()`: the one list of variables that travel with work sent to Ray.
 """
 
-from __future__ import annotations
-
 import argparse
 import difflib
 import json
@@ -103,6 +101,21 @@ class PathSettings(Section):
                                       "(to replay a run later).")
 
 
+class StageLLMSettings(Section):
+    """One stage's overrides of the synthesis LLM (None inherits)."""
+
+    model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = Field(None, repr=False)
+    temperature: Annotated[float, Field(ge=0)] | None = None
+    max_tokens: PositiveInt | None = None
+    reasoning_effort: str | None = None
+    timeout_s: PositiveFloat | None = None
+
+
+STAGE_FIELDS = tuple(StageLLMSettings.model_fields)
+
+
 class LLMSettings(Section):
     """The synthesis LLM (litellm). Every field can be set per stage: `AWM_LLM_<FIELD>_<STAGE>`, e.g.
     AWM_LLM_MODEL_CLASSIFY=openai/gpt-5-mini or AWM_LLM_MAX_TOKENS_ENV_CODE=100000. A stage on another
@@ -129,20 +142,6 @@ class LLMSettings(Section):
         return {stage: s.model_dump(exclude_none=True) for stage, s in self.stages.items()}
 
 
-class StageLLMSettings(Section):
-    """One stage's overrides of the synthesis LLM (None inherits)."""
-
-    model: str | None = None
-    api_base: str | None = None
-    api_key: str | None = Field(None, repr=False)
-    temperature: Annotated[float, Field(ge=0)] | None = None
-    max_tokens: PositiveInt | None = None
-    reasoning_effort: str | None = None
-    timeout_s: PositiveFloat | None = None
-
-
-STAGE_FIELDS = tuple(StageLLMSettings.model_fields)
-LLMSettings.model_rebuild()
 
 
 class JudgeSettings(Section):
@@ -186,6 +185,11 @@ class ClusterSettings(Section):
     ray_step_env: tuple[str, ...] = setting((), "Comma-separated names of extra variables forwarded to the steps "
                                             "and the training job (besides those of 'Variables forwarded to Ray').",
                                             load_time=True)
+
+    @field_validator("executor", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("ray_step_resources", mode="before")
     @classmethod

@@ -10,7 +10,6 @@ from typing import Any
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from awm_resources.embedder import ApiEmbedder, Embedder
 from awm_resources.llm import REPLAY_MODEL, LLMClient
 from awm_resources.settings import Settings, configured, judge_llm_config, load_settings
 from awm_resources.store import ArtifactStore, default_home
@@ -84,10 +83,12 @@ class EmbedderResource(dg.ConfigurableResource):
     model_path: str | None = Field(default=None, description="sentence-transformers folder; default: the bundled MiniLM")
     device: str = "cpu"
 
-    _embedder: Embedder | ApiEmbedder | None = PrivateAttr(default=None)
+    _embedder: Any = PrivateAttr(default=None)  # Embedder | ApiEmbedder, imported on first use (numpy)
 
-    def get_embedder(self) -> Embedder | ApiEmbedder:
+    def get_embedder(self) -> Any:
         if self._embedder is None:
+            from awm_resources.embedder import ApiEmbedder, Embedder
+
             self._embedder = (ApiEmbedder(self.model, api_base=self.api_base or None, api_key=self.api_key or None)
                               if self.model else Embedder(Path(self.model_path) if self.model_path else None, self.device))
         return self._embedder
