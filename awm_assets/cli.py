@@ -79,7 +79,7 @@ def import_(src: Path = typer.Argument(..., help="folder of AWM JSONL files (e.g
     scenario is replaced whole (every stage from the new source) or not at all."""
     from awm_resources.store import ArtifactStore
 
-    from awm_assets.importing import import_into_dagster
+    from awm_assets.importing import check_imported, import_into_dagster
     from awm_assets.instance import get_instance
     from awm_resources.progress import progress_bar
 
@@ -92,13 +92,19 @@ def import_(src: Path = typer.Argument(..., help="folder of AWM JSONL files (e.g
                                          progress=lambda key, total: advance(key, total=total), replace=replace)
     except FileNotFoundError as exc:
         _fail("import", str(exc))
+    checked = check_imported(store, report)
     lines = [f"imported {len(report.scenarios)} scenario(s) from {src} into {store.root}"]
     for key, s in report.scenarios.items():
         lines.append(f"  {key}: present {[st for st in s.stages if st != 'scenario']}, missing {s.missing}")
     if report.issues:
         lines.append(f"{len(report.issues)} issue(s):")
         lines += [f"  {i}" for i in report.issues]
-    _emit(report.to_dict(), as_json, "\n".join(lines))
+    if checked != []:
+        lines.append("quality gate: left to `awm catalog --refresh`" if checked is None else "quality gate:")
+    lines += [f"  {r['scenario']}: {r['tools_ok']}/{r['tools_total']} tools ok, {r['tools_server_error']} with 5xx on "
+              f"valid input; {r.get('eligible_tasks', 0)}/{len(r.get('tasks', []))} tasks eligible"
+              + (f"; {r['error']}" if r.get("error") else "") for r in checked or []]
+    _emit({**report.to_dict(), "quality": checked}, as_json, "\n".join(lines))
 
 
 @app.command()

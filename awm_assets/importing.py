@@ -1,5 +1,6 @@
 """`awm import`: the plain importer plus what Dagster needs to show imported environments like synthesized
-ones: a partition per scenario and a materialization (with the importer's metadata) per present stage."""
+ones: a partition per scenario and a materialization (with the importer's metadata) per present stage; and
+the quality gate on a few imported scenarios right away (`check_imported`)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from pathlib import Path
 import dagster as dg
 
 from awm_resources.interop import ImportReport, import_awm_dir
-from awm_resources.store import ArtifactStore
+from awm_resources.store import STAGES, ArtifactStore
 
 from awm_assets.defs.shared.ui_tables import records_table
 from awm_assets.instance import register_scenarios, report_materializations
 from awm_assets.synthesis import previews
+
+# An import of at most this many complete scenarios runs the quality gate on them before it returns (each
+# unseen environment takes seconds: a few are worth waiting for, a folder of them is the refresh's work).
+CHECK_AT_IMPORT_MAX = 4
 
 
 def _metadata(store: ArtifactStore, key: str, stage: str, meta: dict, source: str) -> dict:
@@ -54,3 +59,22 @@ def import_into_dagster(src: Path, store: ArtifactStore, instance: dg.DagsterIns
         for future in pending:
             future.result()  # an event that could not be written fails the import loudly, after the store
     return report
+
+
+def check_imported(store: ArtifactStore, report: ImportReport, limit: int = CHECK_AT_IMPORT_MAX) -> list[dict] | None:
+    """The quality gate's results for the complete scenarios the import wrote ([] if none), or None when it
+    leaves them to `awm catalog --refresh`: more than `limit` of them (an AWM-1K import stays an import; the
+    refresh checks them in one go, reusing results by content) or a judge model configured (judged results
+    come from the refresh, which has the judge). Why here: whoever imports a few scenarios waits for them
+    anyway, and the next refresh then only reads the stored results."""
+    from awm_resources.llm import REPLAY_MODEL
+    from awm_resources.settings import judge_llm_config
+
+    keys = [k for k, s in report.scenarios.items() if s.written and set(STAGES) <= set(store.present_stages(k))]
+    if not keys:
+        return []
+    if len(keys) > limit or judge_llm_config().model not in (None, "", REPLAY_MODEL):
+        return None
+    from awm_rl.quality.report import quality
+
+    return quality(store, keys)["scenarios"]

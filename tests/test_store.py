@@ -1,8 +1,10 @@
-"""Artifact store: atomic writes leave either the old or the new file, never a half-written one."""
+"""Artifact store: atomic writes leave either the old or the new file, never a half-written one; the catalog's
+index of the store re-reads only what changed and builds what a full rebuild builds."""
 
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -64,3 +66,38 @@ def test_store_layout_status_and_attempts(tmp_path):
         store.scenario_dir("Not A Key")
     with pytest.raises(FileNotFoundError, match="has no tasks.json"):
         store.read_json("shop", "tasks.json")
+
+
+def test_incremental_catalog_equals_a_full_rebuild(corpus_dir, tmp_path, monkeypatch):
+    from awm_assets.importing import check_imported
+    from awm_assets.synthesis import catalog_index
+    from awm_assets.synthesis.catalog import assemble_catalog, build_catalog
+    from awm_assets.synthesis.statistics import synthesis_statistics
+    from awm_resources.interop import import_awm_dir
+    from benchmarks.scale import make_copies
+
+    monkeypatch.setattr(catalog_index, "RACY_S", 0.0)  # trust files written before a refresh began (no waiting)
+    store = ArtifactStore(tmp_path / "store")
+    import_awm_dir(corpus_dir / "awm1k-sample", store)  # partial scenarios: no quality gate
+    make_copies(corpus_dir / "generated", tmp_path / "one", 1)
+    report = import_awm_dir(tmp_path / "one", store)
+    assert check_imported(store, report, limit=0) is None  # a bigger import leaves the gate to the refresh
+    (key,) = report.scenarios
+    assert [r["scenario"] for r in check_imported(store, report)] == [key]  # checked at import
+
+    first = assemble_catalog(store)
+    assert first[1] == build_catalog(store) and [r["scenario"] for r in first[0]["scenarios"]] == [key]
+    index = store.root / catalog_index.INDEX_FILE
+    assemble_catalog(store)  # snapshots taken while the gate wrote are taken again once
+    written = index.stat().st_mtime_ns
+    assert assemble_catalog(store) == first and index.stat().st_mtime_ns == written  # nothing changed, nothing re-read
+
+    store.write_stage_status(key, "env_code", {**store.stage_status(key, "env_code"), "valid": False})
+    store.record_attempt("content_platform_1", "verifiers", 1, {"passed": False, "usage": {"cost_usd": 0.5}})
+    store.path("code_hosting_2", "schema.sql").unlink()
+    shutil.copytree(store.scenario_dir(key), store.scenario_dir("copy_of_it"))  # same content: result by digest
+    incremental = assemble_catalog(store)
+    index.unlink()
+    assert incremental == assemble_catalog(store) and incremental[1] == build_catalog(store)
+    assert not next(e for e in incremental[1] if e["name"] == key)["ready"]
+    assert synthesis_statistics(store, catalog_index.statistics_records(store)) == synthesis_statistics(store)

@@ -61,38 +61,20 @@ def catalog_entry(store: ArtifactStore, key: str, quality_result: dict[str, Any]
     }
 
 
-def complete_scenarios(store: ArtifactStore) -> list[str]:
-    return [k for k in store.list_scenarios() if set(STAGES) <= set(store.present_stages(k))]
+def assemble_catalog(store: ArtifactStore, judge: Any | None = None,
+                     refresh_id: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What the catalog group builds: the quality gate's report over the complete scenarios (each result
+    without its per-tool detail, which stays in the scenario's quality.json) and every entry. Incremental:
+    only scenarios whose files changed since the last refresh are read again and, if complete, run through
+    the gate (`catalog_index.refresh_index`; one snapshot per `refresh_id`); the entries equal
+    `build_catalog`'s."""
+    from awm_rl.quality.report import summarize_batch
 
+    from awm_assets.synthesis.catalog_index import refresh_index
 
-def assemble_catalog(store: ArtifactStore) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """What `environment_catalog` builds: the quality gate over the complete scenarios, then every entry
-    from those results. A scenario's stored result is read once, for both, while the files it checked are
-    unchanged; the gate runs (or takes a result over by digest) only for the others."""
-    from awm_rl.quality.report import quality, summarize_batch
-
-    complete = complete_scenarios(store)
-    results = {}
-    for key in complete:
-        if (stored := _unchanged_result(store, key)) is not None:
-            results[key] = stored
-    stale = [key for key in complete if key not in results]
-    if stale:
-        results.update({r["scenario"]: r for r in quality(store, stale)["scenarios"]})
-    ordered = [results[key] for key in complete]
-    return {"scenarios": ordered, "totals": summarize_batch(ordered)}, build_catalog(store, results)
-
-
-def _unchanged_result(store: ArtifactStore, key: str) -> dict[str, Any] | None:
-    """The stored quality result if no file it checked changed since (sizes and mtimes, as the gate's own
-    `stored_quality` decides first), else None."""
-    from awm_rl.quality.report import file_stats
-
-    try:
-        data = json.loads(store.path(key, QUALITY_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    return data if data.get("file_stats") == file_stats(store, key) else None
+    snapshots = refresh_index(store, judge, refresh_id)
+    results = [s["quality"] for s in snapshots.values() if s["complete"]]
+    return {"scenarios": results, "totals": summarize_batch(results)}, [s["entry"] for s in snapshots.values()]
 
 
 def build_catalog(store: ArtifactStore, quality_results: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:

@@ -38,10 +38,16 @@ def stage_outcome(status: dict[str, Any] | None, attempts: list[dict[str, Any]])
     return "ok" if status.get("valid", True) else "invalid"
 
 
+# What the rows read of an attempt record (its errors and raw answers stay in the store).
+ATTEMPT_FIELDS = ("passed", "recorded_at", "usage")
+
+
 def _stage_records(store: ArtifactStore, key: str) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
-    """A scenario's stored status and attempt records per stage (read once per refresh: they feed both its
-    batch's rows and the overall rows)."""
-    return {stage: (store.stage_status(key, stage) or {}, store.list_attempts(key, stage)) for stage in PIPELINE_STAGES}
+    """A scenario's stored status and attempt records (`ATTEMPT_FIELDS`) per stage (read once per refresh:
+    they feed both its batch's rows and the overall rows)."""
+    return {stage: (store.stage_status(key, stage) or {},
+                    [{k: a[k] for k in ATTEMPT_FIELDS if k in a} for a in store.list_attempts(key, stage)])
+            for stage in PIPELINE_STAGES}
 
 
 def stage_rows(store: ArtifactStore, scenarios: list[str],
@@ -85,21 +91,28 @@ def batch_generation_usage(store: ArtifactStore, batch: str) -> dict[str, Any]:
     return {**(data.get("counts") or {}), **(data.get("usage") or {})}
 
 
-def synthesis_statistics(store: ArtifactStore) -> dict[str, Any]:
-    """Per seed batch (and `imported`) and overall: stage rows, environments ready, cost per 100 ready ones."""
-    by_batch: dict[str, list[str]] = defaultdict(list)
-    for key in store.list_scenarios():
-        scenario = store.read_json(key, "scenario.json") if store.has(key, "scenario.json") else {}
-        by_batch[scenario.get("seed_batch") or scenario.get("source") or "unknown"].append(key)
+def scenario_record(store: ArtifactStore, key: str) -> dict[str, Any]:
+    """What the statistics read of one scenario: its batch, whether every stage is present, its stage records."""
+    scenario = store.read_json(key, "scenario.json")
+    return {"batch": scenario.get("seed_batch") or scenario.get("source") or "unknown",
+            "complete": set(STAGES) <= set(store.present_stages(key)), "stages": _stage_records(store, key)}
 
-    records: dict[str, dict] = {}
-    complete = {k: set(STAGES) <= set(store.present_stages(k)) for keys in by_batch.values() for k in keys}
+
+def synthesis_statistics(store: ArtifactStore, scenarios: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Per seed batch (and `imported`) and overall: stage rows, environments ready, cost per 100 ready ones.
+    `scenarios`: every scenario's `scenario_record`, read now unless given (the catalog's index keeps them)."""
+    if scenarios is None:
+        scenarios = {key: scenario_record(store, key) for key in store.list_scenarios()}
+    by_batch: dict[str, list[str]] = defaultdict(list)
+    for key, record in scenarios.items():
+        by_batch[record["batch"]].append(key)
+    records = {key: record["stages"] for key, record in scenarios.items()}
 
     def summary(name: str, keys: list[str]) -> dict[str, Any]:
         rows = stage_rows(store, keys, records)
         generation = batch_generation_usage(store, name)
         cost = sum(r["cost_usd"] for r in rows) + float(generation.get("cost_usd", 0) or 0)
-        ready = sum(1 for k in keys if complete[k])
+        ready = sum(1 for k in keys if scenarios[k]["complete"])
         return {"batch": name, "scenarios": len(keys), "ready": ready, "stages": rows, "generation": generation,
                 "cost_usd": round(cost, 6),
                 "cost_per_100_environments_usd": round(100 * cost / ready, 4) if ready else None,
@@ -107,7 +120,7 @@ def synthesis_statistics(store: ArtifactStore) -> dict[str, Any]:
                               + generation.get("prompt_tokens", 0) + generation.get("completion_tokens", 0))}
 
     batches = [summary(name, sorted(keys)) for name, keys in sorted(by_batch.items())]
-    overall = summary("all", sorted(k for keys in by_batch.values() for k in keys))
+    overall = summary("all", sorted(scenarios))
     overall["cost_usd"] = round(sum(b["cost_usd"] for b in batches), 6)
     overall["cost_per_100_environments_usd"] = (round(100 * overall["cost_usd"] / overall["ready"], 4)
                                                 if overall["ready"] else None)

@@ -81,7 +81,7 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
 
     folder = store.scenario_dir(scenario)
     server, initial = folder / "server.py", folder / "initial.db"
-    out: dict[str, Any] = {"scenario": scenario, "digest": content_digest(store, scenario), "judge": _judge_label(judge),
+    out: dict[str, Any] = {"scenario": scenario, "digest": content_digest(store, scenario), "judge": judge_label(judge),
                            "file_stats": file_stats(store, scenario)}
     if not server.is_file() or not initial.is_file():
         missing = [p.name for p in (server, initial) if not p.is_file()]
@@ -185,7 +185,8 @@ def _with_diagnoses(tasks: list[dict[str, Any]], solutions: dict[int, Any]) -> N
             task["reason"] = f"diagnosis ({sol.at_fault or 'unknown'} at fault): {sol.diagnosis} | {task['reason']}"
 
 
-def _judge_label(judge: Any | None) -> str | None:
+def judge_label(judge: Any | None) -> str | None:
+    """How a result records the judge that confirmed it (None: the code-mode verifier alone)."""
     return f"{judge.mode}:{getattr(judge.llm, 'model', '')}" if judge is not None else None
 
 
@@ -261,7 +262,7 @@ def stored_quality(store: ArtifactStore, scenario: str, judge: Any | None = None
     path = store.path(scenario, QUALITY_FILE)
     stats = file_stats(store, scenario)
     data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    judged = data is not None and (judge is None or data.get("judge") == _judge_label(judge))
+    judged = data is not None and (judge is None or data.get("judge") == judge_label(judge))
     if judged and data.get("file_stats") == stats:
         return data  # nothing checked was touched since: no need to hash the files again
     digest = content_digest(store, scenario)
@@ -269,7 +270,7 @@ def stored_quality(store: ArtifactStore, scenario: str, judge: Any | None = None
         data["file_stats"] = stats
         atomic_write_json(path, data)
         return data
-    shared = _by_digest(store, digest, _judge_label(judge))
+    shared = _by_digest(store, digest, judge_label(judge))
     if not shared.is_file():
         return None
     data = {**json.loads(shared.read_text(encoding="utf-8")), "scenario": scenario, "file_stats": stats}

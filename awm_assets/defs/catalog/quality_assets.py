@@ -1,7 +1,8 @@
 """The quality gate in Dagster: a per-scenario asset check on `verifiers` and the batch's `environment_quality`.
 
-Thin: both call `awm_rl.quality.report`, which stores each scenario's result keyed by the digest of
-what it checked, so re-running either only re-checks scenarios whose files changed.
+Thin: the check calls `awm_rl.quality.report`, which stores each scenario's result keyed by the digest of
+what it checked; the asset goes through the catalog's index (`synthesis.catalog.assemble_catalog`), so a
+refresh re-reads and re-checks only scenarios whose files changed.
 """
 
 import json
@@ -14,7 +15,7 @@ from awm_resources.store import atomic_write_text
 from awm_assets.defs.catalog.automation import catalog_refresh_condition, every_stage_partition
 from awm_assets.defs.shared.partitions import scenario_partitions
 from awm_assets.defs.shared.resources import LLMResource, StoreResource
-from awm_assets.synthesis.catalog import complete_scenarios
+from awm_assets.synthesis.catalog import assemble_catalog
 
 QUALITY_SUMMARY_FILE = "quality_summary.json"
 
@@ -22,9 +23,11 @@ QUALITY_SUMMARY_FILE = "quality_summary.json"
 def gate_judge(judge_llm: LLMResource):
     """The sql-mode rollout judge when a real judge model is configured (AWM_JUDGE_MODEL): reference
     solutions must then also be judged Completed. Offline (replay) the code-mode verifier decides alone."""
-    from awm_rl.reward.judge import Judge
+    if judge_llm.model in ("", REPLAY_MODEL):
+        return None
+    from awm_rl.reward.judge import Judge  # the agent loop and its validator: imported only with a judge
 
-    return Judge("sql", llm=judge_llm.get_client()) if judge_llm.model not in ("", REPLAY_MODEL) else None
+    return Judge("sql", llm=judge_llm.get_client())
 
 
 def _tool_rows(result: dict) -> str:
@@ -79,12 +82,10 @@ def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: Stor
 )
 def environment_quality(context: dg.AssetExecutionContext, store: StoreResource,
                         judge_llm: LLMResource) -> dg.MaterializeResult:
-    from awm_rl.quality.report import quality
-
     st = store.get_store()
-    report = quality(st, complete_scenarios(st), judge=gate_judge(judge_llm))
+    report, _ = assemble_catalog(st, judge=gate_judge(judge_llm), refresh_id=context.run_id)
     totals = report["totals"]
-    # Compact: json's C encoder (indented, 1,000 scenarios' results took seconds in its pure-Python one).
+    # Each scenario's counts and task verdicts (its full result is its quality.json); json's C encoder.
     atomic_write_text(st.root / QUALITY_SUMMARY_FILE, json.dumps(report, ensure_ascii=False) + "\n")
     rows = ["| environment | tools | ok | 5xx valid | 5xx edge | client-errors-only | shadowed | eligible tasks | "
             "vacuous | blocked | unsolvable | crash | solvable |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -7,6 +7,7 @@ from awm_resources.store import atomic_write_json
 from awm_assets.defs.catalog.automation import catalog_refresh_condition, every_stage_partition
 from awm_assets.defs.shared.resources import StoreResource
 from awm_assets.defs.shared.ui_tables import records_table
+from awm_assets.synthesis.catalog_index import statistics_records
 from awm_assets.synthesis.statistics import synthesis_statistics
 
 STATISTICS_FILE = "synthesis_statistics.json"
@@ -25,7 +26,7 @@ COLUMNS = ["batch", "stage", "scenarios", "succeeded", "degraded", "failed", "im
 )
 def synthesis_statistics_asset(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     st = store.get_store()
-    stats = synthesis_statistics(st)
+    stats = synthesis_statistics(st, statistics_records(st, context.run_id))  # from the catalog index
     atomic_write_json(st.root / STATISTICS_FILE, stats)
     rows = [{"batch": b["batch"], **r} for b in [*stats["batches"], stats["overall"]] for r in b["stages"]]
     batches = [{"batch": b["batch"], "scenarios": b["scenarios"], "ready": b["ready"], "tokens": b["tokens"],

@@ -1,0 +1,171 @@
+"""What the catalog group reads from each scenario, kept beside a stamp of the scenario's files so that a
+refresh re-reads (and re-checks) only the scenarios whose files changed since the last one.
+
+Why: at AWM-1K size, reading every scenario's statuses, attempts and quality result costs seconds on each
+`awm catalog --refresh`, while one new scenario changes one entry. The stamp is the name, size and mtime of
+every file in the scenario folder, its `status/` and `attempts/<stage>/` (everything the entry, the quality
+gate's inputs and the statistics read; every store write renames a new file into place). A snapshot taken
+within `RACY_S` of a file's mtime is not trusted the next time (a rewrite within the clock's tick keeps the
+mtime). The index is dropped when the store moved or this code changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from awm_resources.store import STAGES, ArtifactStore, atomic_write_text
+
+from awm_assets.synthesis.statistics import scenario_record
+
+INDEX_FILE = ".catalog_index.json"
+RACY_S = 2.0
+# The last refresh of this process: (store root, refresh id, judge label) -> snapshots. The assets of one
+# `refresh_catalog` run pass its run id, so the three describe one snapshot of the store, taken once.
+_LAST: dict[tuple[str, str, str | None], dict[str, dict[str, Any]]] = {}
+# The modules whose output a snapshot holds: a change to any makes every snapshot stale.
+_SOURCES = ("catalog.py", "catalog_index.py", "statistics.py")
+
+
+def scenario_stamp(folder: Path) -> tuple[str, int]:
+    """A digest of (path, size, mtime_ns) of the scenario's files, and the newest mtime_ns among them."""
+    h = hashlib.blake2b(digest_size=16)
+    newest = 0
+    todo = [""]
+    while todo:
+        rel = todo.pop()
+        try:
+            with os.scandir(folder / rel if rel else folder) as it:
+                found = sorted(it, key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            h.update(f"{rel}: missing\n".encode())
+            continue
+        for entry in found:
+            name = f"{rel}/{entry.name}" if rel else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if name in ("status", "attempts") or rel == "attempts":
+                    todo.append(name)
+                continue
+            st = entry.stat(follow_symlinks=False)
+            newest = max(newest, st.st_mtime_ns)
+            h.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest(), newest
+
+
+def compact_quality(result: dict[str, Any]) -> dict[str, Any]:
+    """A quality result without the per-tool reports and task reasons: what the totals and the summary table
+    read (the full result stays in the scenario's quality.json)."""
+    out = {k: v for k, v in result.items() if k not in ("tools", "tasks", "file_stats")}
+    out["tasks"] = [{k: t.get(k) for k in ("task_idx", "eligible", "verdict", "solvable")}
+                    for t in result.get("tasks", [])]
+    return out
+
+
+def _code_digest() -> str:
+    here = Path(__file__).parent
+    return hashlib.blake2b(b"".join((here / name).read_bytes() for name in _SOURCES), digest_size=8).hexdigest()
+
+
+def _header(store: ArtifactStore) -> dict[str, str]:
+    return {"root": str(store.root), "code": _code_digest()}
+
+
+def load_index(store: ArtifactStore) -> dict[str, dict[str, Any]]:
+    """The snapshots of the last refresh (scenario -> snapshot), or none when the index is missing,
+    unreadable, of another store root or of other code."""
+    try:
+        data = json.loads((store.root / INDEX_FILE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data.get("scenarios", {}) if data.get("header") == _header(store) else {}
+
+
+def save_index(store: ArtifactStore, snapshots: dict[str, dict[str, Any]]) -> None:
+    atomic_write_text(store.root / INDEX_FILE,
+                      json.dumps({"header": _header(store), "scenarios": snapshots}, ensure_ascii=False) + "\n")
+
+
+def _judge_label(judge: Any) -> str:
+    from awm_rl.quality.report import judge_label
+
+    return judge_label(judge)
+
+
+def _reusable(snapshot: dict[str, Any] | None, stamp: str, judge_label: str | None) -> bool:
+    if snapshot is None or snapshot.get("racy") or snapshot["stamp"] != stamp:
+        return False
+    quality = snapshot.get("quality")
+    return judge_label is None or quality is None or quality.get("judge") == judge_label
+
+
+def take_snapshot(store: ArtifactStore, key: str, quality_result: dict[str, Any] | None,
+                  stamp: tuple[str, int], started: float) -> dict[str, Any]:
+    """Everything the catalog group reads from one scenario, under the stamp taken before reading it."""
+    from awm_assets.synthesis.catalog import catalog_entry
+
+    return {"stamp": stamp[0], "racy": stamp[1] >= (started - RACY_S) * 1e9,
+            **scenario_record(store, key),
+            "entry": catalog_entry(store, key, quality_result),
+            "quality": compact_quality(quality_result) if quality_result is not None else None}
+
+
+def _taken(store: ArtifactStore, refresh_id: str | None, label: str | None) -> dict[str, dict[str, Any]] | None:
+    """The snapshots this process took for the same refresh (any judge's when `label` is None)."""
+    if refresh_id is None:
+        return None
+    return next((v for (root, rid, lab), v in _LAST.items()
+                 if root == str(store.root) and rid == refresh_id and label in (None, lab)), None)
+
+
+def statistics_records(store: ArtifactStore, refresh_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per scenario its batch, completeness and stage records (what `synthesis_statistics` reads): those of
+    this refresh if taken already, else from the index where the scenario is unchanged, else read now. Runs
+    no check and writes nothing."""
+    if (taken := _taken(store, refresh_id, None)) is not None:
+        return {key: {k: s[k] for k in ("batch", "complete", "stages")} for key, s in taken.items()}
+    old = load_index(store)
+    out = {}
+    for key in store.list_scenarios():
+        snapshot = old.get(key)
+        if not _reusable(snapshot, scenario_stamp(store.scenario_dir(key))[0], None):
+            snapshot = scenario_record(store, key)
+        out[key] = {k: snapshot[k] for k in ("batch", "complete", "stages")}
+    return out
+
+
+def refresh_index(store: ArtifactStore, judge: Any | None = None, refresh_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """Every scenario's snapshot (in `list_scenarios` order), taken again where the scenario's files changed
+    since the last refresh; for a complete one the quality gate runs then (its stored result reused while
+    the checked files are unchanged; with a `judge`, only a result that judge confirmed). Called again with
+    the same `refresh_id` in this process, the same snapshots."""
+    started = time.time()
+    label = None if judge is None else _judge_label(judge)
+    if (taken := _taken(store, refresh_id, label)) is not None:
+        return taken
+    old = load_index(store)
+    keys = store.list_scenarios()
+    out: dict[str, dict[str, Any]] = {}
+    changed = False
+    for key in keys:
+        stamp = scenario_stamp(store.scenario_dir(key))
+        if _reusable(old.get(key), stamp[0], label):
+            out[key] = old[key]
+            continue
+        changed = True
+        result = None
+        if set(STAGES) <= set(store.present_stages(key)):
+            from awm_rl.quality.report import quality  # the gate's modules: only when something is to check
+
+            result = quality(store, [key], judge=judge)["scenarios"][0]
+            stamp = scenario_stamp(store.scenario_dir(key))  # the gate may have written quality.json
+        out[key] = take_snapshot(store, key, result, stamp, started)
+    if changed or set(old) != set(out):
+        save_index(store, out)
+    if refresh_id is not None:
+        _LAST.clear()
+        _LAST[(str(store.root), refresh_id, label)] = out
+    return out
