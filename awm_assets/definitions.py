@@ -5,6 +5,8 @@ workspace (workspace.yaml) import it."""
 
 import dagster as dg
 
+from awm_resources.settings import load_time_values
+
 from awm_assets.defs import bfcl, catalog, evaluation, repair, runs, synthesis, training
 from awm_assets.defs.shared.executors import default_executor
 from awm_assets.defs.shared.resources import build_resources
@@ -12,5 +14,7 @@ from awm_assets.defs.shared.resources import build_resources
 defs = dg.Definitions.merge(
     synthesis.defs, catalog.defs, training.defs, evaluation.defs, bfcl.defs, repair.defs, runs.defs,
     dg.Definitions(resources=build_resources(),
-                   executor=default_executor()),  # None locally (Dagster's default); dagster-ray's with AWM_EXECUTOR=ray
+                   executor=default_executor(),  # None locally (Dagster's default); dagster-ray's with AWM_EXECUTOR=ray
+                   # Read once, here (executor, retries, sensor intervals): a change needs a reload of the location.
+                   metadata={f"{name} (read at load)": value or "(unset)" for name, value in load_time_values().items()}),
 )

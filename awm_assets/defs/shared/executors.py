@@ -25,7 +25,6 @@ Knobs (environment, read when the code location loads):
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -33,21 +32,12 @@ import dagster as dg
 from dagster._core.code_pointer import ModuleCodePointer
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 
-from awm_assets.defs.shared.resources import env_number
-
-EXECUTOR_ENV = "AWM_EXECUTOR"
-EXECUTORS = ("local", "ray")
-# Variables forwarded from the run's process to each step (names only; values are read at launch, and
-# only set ones travel). Credentials among them are visible in the Ray dashboard's job details.
-FORWARDED_PREFIXES = ("AWM_", "DAGSTER_HOME", "HF_", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
-                      "LITELLM_", "OPENAI_", "ANTHROPIC_", "AZURE_", "GEMINI_", "RAY_AUTH_MODE")
+from awm_resources.settings import load_settings, ray_forwarded_env
 
 
 def executor_mode() -> str:
-    mode = (os.environ.get(EXECUTOR_ENV) or "local").strip().lower()
-    if mode not in EXECUTORS:
-        raise ValueError(f"{EXECUTOR_ENV}={mode!r}: expected one of {', '.join(EXECUTORS)}")
-    return mode
+    """`AWM_EXECUTOR`: local or ray (awm_resources.settings checks it)."""
+    return load_settings().cluster.executor
 
 
 def cluster_mode() -> bool:
@@ -55,16 +45,16 @@ def cluster_mode() -> bool:
 
 
 def forwarded_env() -> list[str]:
-    extra = [n.strip() for n in (os.environ.get("AWM_RAY_STEP_ENV") or "").split(",") if n.strip()]
-    return sorted({n for n in os.environ if n.startswith(FORWARDED_PREFIXES)} | set(extra))
+    """Names of the variables forwarded to each step (values are read at launch): the one list of
+    awm_resources.settings.ray_forwarded_env. Credentials among them show in the Ray dashboard's job details."""
+    return list(ray_forwarded_env())
 
 
 def jobs_address() -> str | None:
     """The head's job server: `AWM_RAY_JOBS_ADDRESS`, else `RAY_API_SERVER_ADDRESS`, else port 8265 on the host of
     a `host:port` `RAY_ADDRESS` (the GCS port is not the job server's), else None (Ray's default, 127.0.0.1:8265)."""
-    for name in ("AWM_RAY_JOBS_ADDRESS", "RAY_API_SERVER_ADDRESS"):
-        if os.environ.get(name):
-            return os.environ[name]
+    if address := load_settings().cluster.ray_jobs_address or os.environ.get("RAY_API_SERVER_ADDRESS"):
+        return address
     gcs = os.environ.get("RAY_ADDRESS") or ""
     if gcs and "://" not in gcs and gcs != "auto":
         return f"http://{gcs.rsplit(':', 1)[0]}:8265"
@@ -74,10 +64,8 @@ def jobs_address() -> str | None:
 
 
 def ray_executor_config() -> dict:
-    resources = json.loads(os.environ.get("AWM_RAY_STEP_RESOURCES") or "{}")
-    if not isinstance(resources, dict):
-        raise ValueError("AWM_RAY_STEP_RESOURCES must be a JSON object of resource name to amount")
-    cpus = env_number("AWM_RAY_STEP_CPUS", 1)
+    cluster = load_settings().cluster
+    resources, cpus = cluster.ray_step_resources, cluster.ray_step_cpus
     ray_cfg: dict = {"env_vars": forwarded_env()}
     if address := jobs_address():
         ray_cfg["address"] = address

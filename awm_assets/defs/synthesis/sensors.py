@@ -1,11 +1,11 @@
 """Synthesis sensors: register new seed batches and generate their scenarios, synthesize new scenarios."""
 
 import json
-import os
 from pathlib import Path
 
 import dagster as dg
 
+from awm_resources.settings import load_settings
 from awm_resources.store import STAGES
 
 from awm_assets.defs.shared.partitions import scenario_partitions, seed_batch_partitions
@@ -18,7 +18,7 @@ SENSOR_INTERVAL_S = sensor_interval_s()
 
 
 def seed_dir() -> Path:
-    return Path(os.environ.get("AWM_SEED_DIR") or DEFAULT_SEED_DIR)
+    return load_settings().paths.seed_dir or DEFAULT_SEED_DIR
 
 
 def batch_run_config(path: Path) -> dict:
