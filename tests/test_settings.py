@@ -105,3 +105,22 @@ def test_every_variable_the_code_reads_is_a_setting():
     prefixes = {"AWM_LLM", "AWM_RAY", "AWM_JUDGE", "AWM_EMBEDDING", "AWM_SCRATCH_MB", "AWM_LLM_MODEL_ENVCODE"}
     unknown = sorted(set(found) - set(S.variables()) - set(S.INTERNAL_NAMES) - prefixes)
     assert not unknown, f"AWM_* names read but not settings: {unknown}"
+
+
+def test_dagster_resources_and_load_time_values_come_from_the_settings():
+    """AWM_LLM_TEMPERATURE reaches the LLM resource (it was ignored), per-stage fields too; a value a variable
+    set is passed as its EnvVar (the UI shows the variable); the settings read at load are listed."""
+    import dagster as dg
+
+    from awm_assets.defs.shared.resources import judge_resource, llm_resource
+
+    s = S.load_settings({"AWM_LLM_MODEL": "openai/gpt-5", "AWM_LLM_TEMPERATURE": "0.2", "AWM_LLM_MAX_TOKENS": "9",
+                         "AWM_LLM_TEMPERATURE_CLASSIFY": "0.1", "AWM_LLM_MODEL_ENV_CODE": "openai/gpt-5-mini",
+                         "AWM_JUDGE_MODEL": "openai/gpt-5-nano", "AWM_EXECUTOR": "ray"})
+    llm = llm_resource(s)
+    assert llm.temperature == 0.2 and llm.stages["classify"].temperature == 0.1
+    assert isinstance(llm.model, dg.EnvVar) and llm.model.env_var_name == "AWM_LLM_MODEL"
+    assert llm.stages["env_code"].model.env_var_name == "AWM_LLM_MODEL_ENV_CODE"
+    judge = judge_resource(s)
+    assert (judge.model.env_var_name, judge.temperature) == ("AWM_JUDGE_MODEL", 0.0)
+    assert S.load_time_values(s)["AWM_EXECUTOR"] == "ray" and "AWM_MAX_RETRIES" in S.load_time_values(s)
