@@ -36,8 +36,11 @@ def named_job(name: str) -> dg.JobDefinition:
 
 
 def bound_store() -> ArtifactStore:
-    """The artifact store of the code location's `store` resource (its `root`, else $AWM_HOME), as runs see it."""
-    return defs.resources["store"].process_config_and_initialize().get_store()
+    """The artifact store of the code location's `store` resource (its `root`, else $AWM_HOME), as runs see it.
+    The root is read as configured (an `EnvVar` resolved here): initializing the resource would build a
+    throwaway Dagster instance."""
+    root = defs.resources["store"].root
+    return ArtifactStore((root.get_value() if isinstance(root, dg.EnvVar) else root) or None)
 
 
 def _run_generation(instance: dg.DagsterInstance, path: Path) -> tuple[bool, str, list[str]]:

@@ -36,6 +36,23 @@ def test_stage_assets_share_partitions_pool_and_retry_policy():
         assert {c.name for c in assets_def.check_specs} == {f"{stage}_valid", f"{stage}_quality"}
 
 
+def test_in_process_runs_take_the_bound_jobs_and_store():
+    """`awm synth`, `awm catalog --refresh` and `awm repair` run the code location's own jobs, resolved with their
+    resources (no Dagster warning about unresolved asset jobs), against the store its `store` resource names."""
+    import warnings
+    from pathlib import Path
+
+    from awm_assets.inprocess import bound_store, named_job
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        jobs = {name: named_job(name) for name in ("generate_scenarios", "synthesize_scenario", "refresh_catalog",
+                                                   "repair_environment")}
+    for name, job in jobs.items():
+        assert {"store", "llm"} <= set(job.resource_defs), name
+    assert bound_store().root == Path(os.environ["AWM_HOME"]).resolve()
+
+
 def test_bundled_embedder_loads_offline_and_separates_domains():
     from awm_resources.embedder import Embedder, bundled_model_path
 
@@ -53,7 +70,7 @@ def test_catalog_refreshes_declaratively_over_partially_synthesized_scenarios():
     from awm_assets.definitions import defs
     from awm_resources.store import PIPELINE_STAGES
 
-    sensor = defs.get_sensor_def("catalog_automation")
+    sensor = defs.resolve_sensor_def("catalog_automation")
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert not any(s.name == "catalog_refresh_sensor" for s in defs.sensors)
     targets = {"environment_quality", "environment_catalog", "synthesis_statistics"}
