@@ -1,4 +1,5 @@
-"""The AWM synthesis DAG as Dagster assets; `awm_assets.definitions.defs` is the code location."""
+"""The AWM synthesis DAG as Dagster assets: `awm_assets.definitions.defs` (the code location) merges the domains
+of `awm_assets/defs/`; `awm_assets/synthesis/` is the plain stage logic they call, with no Dagster import."""
 
 import warnings
 
