@@ -188,7 +188,7 @@ def repair(scenarios: Optional[list[str]] = typer.Argument(None, help="default: 
     import dagster as dg
     from awm_resources.progress import progress_bar
 
-    from awm_assets.inprocess import bound_store, repair_headless
+    from awm_assets.inprocess import bound_store, repair_scenarios
     from awm_assets.instance import get_instance
     from awm_assets.synthesis.repair import repair_table
 
@@ -201,7 +201,7 @@ def repair(scenarios: Optional[list[str]] = typer.Argument(None, help="default: 
               "tasks": list(tasks or [])}
     instance = dg.DagsterInstance.ephemeral() if no_dagster else get_instance()
     with progress_bar("repairing", len(names)) as advance:
-        reports = repair_headless(names, config, instance, progress=advance)
+        reports = repair_scenarios(names, config, instance, progress=advance)
     done = [r for r in reports if "before" in r]
     text = repair_table(done) if done else ""
     text += "".join(f"\n{r['scenario']}: FAILED: {r['error']}" for r in reports if "before" not in r)

@@ -125,7 +125,7 @@ def synthesize_batch(seed_file: Path, *, workers: int = 2, resynthesize: bool = 
     return out
 
 
-def repair_headless(scenarios: list[str], config: dict[str, Any], instance: dg.DagsterInstance,
+def repair_scenarios(scenarios: list[str], config: dict[str, Any], instance: dg.DagsterInstance,
                     progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """`awm repair`: one in-process run of `repair_environment` per scenario, recorded in `instance`."""
     register_scenarios(instance, scenarios)

@@ -87,11 +87,11 @@ def _original_solution_run(code: str, initial: Path, solution: dict) -> list[dic
 
 
 def test_repair_of_corpus_date_handling_through_the_dagster_job(corpus_store):
-    from awm_assets.inprocess import repair_headless
+    from awm_assets.inprocess import repair_scenarios
 
     original = corpus_store.read_text(DOORDASH, "server.py")
     instance = dg.DagsterInstance.ephemeral()
-    [report] = repair_headless([DOORDASH], {"attempts": 2, "phases": ["env_code", "solutions"], "tasks": [0]}, instance)
+    [report] = repair_scenarios([DOORDASH], {"attempts": 2, "phases": ["env_code", "solutions"], "tasks": [0]}, instance)
 
     assert not report.get("error"), report
     assert report["before"]["tools_server_error"] == 8 and report["after"]["tools_server_error"] == 0
