@@ -121,14 +121,13 @@ def test_numeric_settings_from_the_environment(monkeypatch):
     """AWM_* numbers: the default when unset, the value when set, and a clear error naming a bad one."""
     import pytest
 
-    from awm_assets.defs.shared.resources import env_number, max_retries
+    from awm_assets.defs.shared.resources import max_retries, sensor_interval_s
+    from awm_resources.settings import SettingsError
 
     monkeypatch.delenv("AWM_MAX_RETRIES", raising=False)
     assert max_retries() == 5
     monkeypatch.setenv("AWM_MAX_RETRIES", "2")
     assert max_retries() == 2
-    monkeypatch.setenv("AWM_LLM_TIMEOUT_S", "2.5")
-    assert env_number("AWM_LLM_TIMEOUT_S", 900.0) == 2.5
     monkeypatch.setenv("AWM_SENSOR_INTERVAL_S", "thirty")
-    with pytest.raises(ValueError, match="AWM_SENSOR_INTERVAL_S must be an integer, got 'thirty'"):
-        env_number("AWM_SENSOR_INTERVAL_S", 30, int)
+    with pytest.raises(SettingsError, match="AWM_SENSOR_INTERVAL_S must be an integer, got 'thirty'"):
+        sensor_interval_s()

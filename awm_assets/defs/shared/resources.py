@@ -13,7 +13,6 @@ from pydantic import Field, PrivateAttr
 from awm_resources.llm import REPLAY_MODEL, LLMClient
 from awm_resources.settings import Settings, configured, judge_llm_config, load_settings
 from awm_resources.store import ArtifactStore, default_home
-from awm_rl.settings import env_number  # noqa: F401 - the one numeric-setting helper, re-exported
 
 
 class StageLLMConfig(dg.Config):
@@ -169,11 +168,12 @@ def judge_resource(settings: Settings) -> LLMResource:
 
 def build_resources() -> dict:
     settings = load_settings()
+    home = configured(settings.paths, "paths").get("home")
     return {
         "llm": llm_resource(settings),
         # The judge of rollouts is configured apart from the synthesis LLM (code mode needs none).
         "judge_llm": judge_resource(settings),
-        "store": StoreResource(root=env_or("AWM_HOME")),
+        "store": StoreResource(**as_config({"root": home} if home else {})),
         "embedder": EmbedderResource(**as_config({k: v for k, v in configured(settings.embedding, "embedding").items()
                                                   if k != "path"})),
         "ray": RayResource(address=env_or("RAY_ADDRESS")),
