@@ -217,6 +217,13 @@ def main(argv: list[str] | None = None) -> int:
         app(args=argv, prog_name="awm")  # standalone: usage errors print with the usage line, exit 2
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except ValueError as exc:  # a bad AWM_* variable: its message names it (settings imported on this path only)
+        from awm_resources.settings import SettingsError
+
+        if not isinstance(exc, SettingsError):
+            raise
+        print(f"awm: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
