@@ -68,7 +68,7 @@ def assemble_catalog(store: ArtifactStore, judge: Any | None = None,
     only scenarios whose files changed since the last refresh are read again and, if complete, run through
     the gate (`catalog_index.refresh_index`; one snapshot per `refresh_id`); the entries equal
     `build_catalog`'s."""
-    from awm_rl.quality.report import summarize_batch
+    from awm_rl.quality.results import summarize_batch
 
     from awm_assets.synthesis.catalog_index import refresh_index
 

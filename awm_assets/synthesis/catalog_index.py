@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from awm_resources.store import STAGES, ArtifactStore, atomic_write_text
+from awm_rl.quality.results import judge_label, stored_quality
 
 from awm_assets.synthesis.statistics import scenario_record
 
@@ -33,27 +34,27 @@ _SOURCES = ("catalog.py", "catalog_index.py", "statistics.py")
 
 def scenario_stamp(folder: Path) -> tuple[str, int]:
     """A digest of (path, size, mtime_ns) of the scenario's files, and the newest mtime_ns among them."""
-    h = hashlib.blake2b(digest_size=16)
+    found: list[tuple] = []
     newest = 0
     todo = [""]
     while todo:
         rel = todo.pop()
         try:
-            with os.scandir(folder / rel if rel else folder) as it:
-                found = sorted(it, key=lambda e: e.name)
+            listing = os.scandir(os.path.join(folder, rel) if rel else folder)
         except (FileNotFoundError, NotADirectoryError):
-            h.update(f"{rel}: missing\n".encode())
+            found.append((rel, "missing"))
             continue
-        for entry in found:
-            name = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                if name in ("status", "attempts") or rel == "attempts":
-                    todo.append(name)
-                continue
-            st = entry.stat(follow_symlinks=False)
-            newest = max(newest, st.st_mtime_ns)
-            h.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest(), newest
+        with listing:
+            for entry in listing:
+                if entry.is_dir(follow_symlinks=False):
+                    if rel == "attempts" or (not rel and entry.name in ("status", "attempts")):
+                        todo.append(f"{rel}/{entry.name}" if rel else entry.name)
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                newest = max(newest, st.st_mtime_ns)
+                found.append((rel, entry.name, st.st_size, st.st_mtime_ns))
+    found.sort()
+    return hashlib.blake2b(repr(found).encode(), digest_size=16).hexdigest(), newest
 
 
 def compact_quality(result: dict[str, Any]) -> dict[str, Any]:
@@ -89,17 +90,17 @@ def save_index(store: ArtifactStore, snapshots: dict[str, dict[str, Any]]) -> No
                       json.dumps({"header": _header(store), "scenarios": snapshots}, ensure_ascii=False) + "\n")
 
 
-def _judge_label(judge: Any) -> str:
-    from awm_rl.quality.report import judge_label
-
-    return judge_label(judge)
-
-
 def _reusable(snapshot: dict[str, Any] | None, stamp: str, judge_label: str | None) -> bool:
     if snapshot is None or snapshot.get("racy") or snapshot["stamp"] != stamp:
         return False
     quality = snapshot.get("quality")
     return judge_label is None or quality is None or quality.get("judge") == judge_label
+
+
+def _checked(store: ArtifactStore, key: str, judge: Any | None) -> dict[str, Any]:
+    from awm_rl.quality.report import scenario_quality  # the gate's modules: only when something is to check
+
+    return scenario_quality(store, key, judge=judge)
 
 
 def take_snapshot(store: ArtifactStore, key: str, quality_result: dict[str, Any] | None,
@@ -143,7 +144,7 @@ def refresh_index(store: ArtifactStore, judge: Any | None = None, refresh_id: st
     the checked files are unchanged; with a `judge`, only a result that judge confirmed). Called again with
     the same `refresh_id` in this process, the same snapshots."""
     started = time.time()
-    label = None if judge is None else _judge_label(judge)
+    label = judge_label(judge)
     if (taken := _taken(store, refresh_id, label)) is not None:
         return taken
     old = load_index(store)
@@ -158,9 +159,7 @@ def refresh_index(store: ArtifactStore, judge: Any | None = None, refresh_id: st
         changed = True
         result = None
         if set(STAGES) <= set(store.present_stages(key)):
-            from awm_rl.quality.report import quality  # the gate's modules: only when something is to check
-
-            result = quality(store, [key], judge=judge)["scenarios"][0]
+            result = stored_quality(store, key, judge) or _checked(store, key, judge)
             stamp = scenario_stamp(store.scenario_dir(key))  # the gate may have written quality.json
         out[key] = take_snapshot(store, key, result, stamp, started)
     if changed or set(old) != set(out):

@@ -9,8 +9,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from awm_resources.llm import CallTag, LLMClient
 from awm_resources.names import normalize_scenario_name
 from awm_resources.store import ArtifactStore
@@ -147,6 +145,8 @@ class Pool:
         return f"cosine {float(sims[j]):.3f} >= {threshold} to {self.labels[j]!r}"
 
     def add(self, text: str) -> None:
+        import numpy as np  # the embedder has loaded it; not at module import (every code location load)
+
         vec = self.embedder.embed([text])
         self.vecs = vec if self.vecs is None or not len(self.vecs) else np.vstack([self.vecs, vec])
         self.texts.append(text)

@@ -13,7 +13,6 @@ The result is stored as `quality.json` in the scenario folder, keyed by the dige
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from pathlib import Path
@@ -23,37 +22,13 @@ from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, static_writable_tables
 from awm_rl.quality.dbfacts import read_facts
 from awm_rl.quality.probe import BUG_STATUSES
-from awm_rl.quality.solutions import SOLUTIONS_FILE, broken_call, load_solutions, solution_feedback
+# Stored results (results.py); names other modules import from here too.
+from awm_rl.quality.results import (CHECKED_FILES, INELIGIBLE, QUALITY_FILE, _by_digest, content_digest,  # noqa: F401
+                                    file_stats, judge_label, stored_quality, summarize_batch)
+from awm_rl.quality.solutions import broken_call, load_solutions, solution_feedback
 from awm_rl.reward.audit import audit_verifiers, write_audit
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
 from awm_rl.verification import VerifierJob, run_verifiers
-
-QUALITY_FILE = "quality.json"
-CHECKED_FILES = ("server.py", "initial.db", "tasks.json", "verifiers.json", SOLUTIONS_FILE)
-# Task verdicts that leave a task out of training, in the order they are reported.
-INELIGIBLE = ("missing", "crash", "vacuous", "nondeterministic", "blocked", "unsolvable")
-
-
-def file_stats(store: ArtifactStore, scenario: str) -> list:
-    """(name, size, mtime_ns) of every checked file: when these are unchanged, so is the digest (no hashing)."""
-    out = []
-    for name in CHECKED_FILES:
-        try:
-            st = store.path(scenario, name).stat()
-            out.append([name, st.st_size, st.st_mtime_ns])
-        except FileNotFoundError:
-            out.append([name, None, None])
-    return out
-
-
-def content_digest(store: ArtifactStore, scenario: str) -> str:
-    """Digest of every file the quality check reads: equal digests, equal results."""
-    h = hashlib.sha256()
-    for name in CHECKED_FILES:
-        path = store.path(scenario, name)
-        h.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"-") + b"\0")
-    return h.hexdigest()[:16]
-
 
 def _tool_summary(probe: dict[str, dict]) -> dict[str, Any]:
     counts = {s: sum(1 for t in probe.values() if t["status"] == s)
@@ -185,11 +160,6 @@ def _with_diagnoses(tasks: list[dict[str, Any]], solutions: dict[int, Any]) -> N
             task["reason"] = f"diagnosis ({sol.at_fault or 'unknown'} at fault): {sol.diagnosis} | {task['reason']}"
 
 
-def judge_label(judge: Any | None) -> str | None:
-    """How a result records the judge that confirmed it (None: the code-mode verifier alone)."""
-    return f"{judge.mode}:{getattr(judge.llm, 'model', '')}" if judge is not None else None
-
-
 def _judge_solutions(scenario: str, tasks: list[dict[str, Any]], records, runs: dict[str, dict], judge) -> None:
     """The rollout judge on each proven reference solution: anything but Completed makes the task unsolvable."""
     from awm_rl.quality.solutions import solution_episode
@@ -222,60 +192,6 @@ def _solvability(run: dict[str, Any], pairs: list, verifier_code: str) -> dict[s
     result = next((o.result for j, o in pairs if j.function == CODE_FUNCTION and o.verdict != "complete"), None)
     return {"solvable": "no", "solution_detail": solution_feedback(run, verifier_code, verdicts[0], result),
             "clean_run": all(c["status"] < 400 for c in run["calls"])}
-
-
-def summarize_batch(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """A batch in the paper's terms: share of environments with bugs, bugs per environment, blocked tasks."""
-    n = len(results)
-    tasks = [t for r in results for t in r.get("tasks", [])]
-    with_bugs = [r for r in results if r.get("tools_with_bugs")]
-    return {
-        "environments": n,
-        "environments_with_bugs": len(with_bugs),
-        "share_with_bugs": round(len(with_bugs) / n, 4) if n else 0.0,
-        "bugs_per_environment": round(sum(r.get("tools_with_bugs", 0) for r in results) / n, 3) if n else 0.0,
-        "tools_total": sum(r.get("tools_total", 0) for r in results),
-        "tools_ok": sum(r.get("tools_ok", 0) for r in results),
-        "tools_server_error": sum(r.get("tools_server_error", 0) for r in results),
-        "tools_server_error_on_edge": sum(r.get("tools_server_error_on_edge", 0) for r in results),
-        "tools_client_error_only": sum(r.get("tools_client_error_only", 0) for r in results),
-        "environments_with_server_errors": sum(1 for r in results if r.get("tools_server_error")),
-        "tasks": len(tasks),
-        "tasks_eligible": sum(1 for t in tasks if t["eligible"]),
-        "share_blocked": round(sum(1 for t in tasks if t["verdict"] == "blocked") / len(tasks), 4) if tasks else 0.0,
-        **{k: sum(1 for t in tasks if t["verdict"] == k) for k in INELIGIBLE},
-        "solvable_yes": sum(1 for t in tasks if t.get("solvable") == "yes"),
-    }
-
-
-def _by_digest(store: ArtifactStore, digest: str, judge_label: str | None) -> Path:
-    """Results by content: a scenario whose files equal an already checked one (a copy under another name,
-    a re-import) takes its result without running generated code again."""
-    suffix = "" if judge_label is None else "." + hashlib.sha256(judge_label.encode()).hexdigest()[:8]
-    return store.root / "quality_by_digest" / f"{digest}{suffix}.json"
-
-
-def stored_quality(store: ArtifactStore, scenario: str, judge: Any | None = None) -> dict[str, Any] | None:
-    """The stored result if it still matches the scenario's files (else None: run it again); with a
-    judge, only a result that the same judge confirmed. A result for identical content checked under
-    another name is taken over (and stored for this scenario)."""
-    path = store.path(scenario, QUALITY_FILE)
-    stats = file_stats(store, scenario)
-    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    judged = data is not None and (judge is None or data.get("judge") == judge_label(judge))
-    if judged and data.get("file_stats") == stats:
-        return data  # nothing checked was touched since: no need to hash the files again
-    digest = content_digest(store, scenario)
-    if judged and data.get("digest") == digest:  # touched, not changed: remember the new stats
-        data["file_stats"] = stats
-        atomic_write_json(path, data)
-        return data
-    shared = _by_digest(store, digest, judge_label(judge))
-    if not shared.is_file():
-        return None
-    data = {**json.loads(shared.read_text(encoding="utf-8")), "scenario": scenario, "file_stats": stats}
-    atomic_write_json(path, data)
-    return data
 
 
 def quality(store: ArtifactStore, scenarios: list[str] | None = None, *, reuse: bool = True,

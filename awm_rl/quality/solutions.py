@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-SOLUTIONS_FILE = "solutions.json"
+from awm_rl.quality.results import SOLUTIONS_FILE
 
 
 class SolutionCall(BaseModel):
