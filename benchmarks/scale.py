@@ -4,12 +4,14 @@ N scenarios are made from the corpus's environments under new names (`... copy i
 
 - `commands`: what a user runs, each a fresh process timed from spawn to exit, on a fresh store and
   Dagster instance (their own AWM_HOME and DAGSTER_HOME): `awm import DIR` of the N copies, `awm catalog
-  --refresh` over all of them, `awm import` of one more scenario and `awm catalog --refresh` after it;
-  then what the store and the instance hold, so the timings are of work really done. The same commands
-  on the corpus itself (5 scenarios) and `awm --help` (the CLI's start) in the same run are the baseline.
+  --refresh` over all of them, `awm import` of one more scenario (which runs the quality gate on it: an
+  import of at most 4 does) and `awm catalog --refresh` after it (which then reads the new scenario and
+  takes the others from the catalog's index); then what the store and the instance hold, so the timings
+  are of work really done. The same commands on the corpus itself (5 scenarios) and `awm --help` (the
+  CLI's start) in the same run are the baseline.
 - the internal functions (the earlier figures): the store import, the Dagster side of the import
   (partitions and one materialization per stage, into an in-memory instance), the catalog over all of
-  them and after one more scenario.
+  them and after one more scenario (`--no-internal` skips them: they check every environment again).
 
 The quality gate reuses results by content digest, so copies of one environment are checked once
 (copies whose initial database holds build-time timestamps differ by the second they were built in).
@@ -161,14 +163,15 @@ def command_figures(n: int, corpus: Path, src: Path, one_more: Path, root: Path)
     }
 
 
-def run(n: int, corpus: Path, workers: int | None = None, *, commands: bool = True) -> dict[str, Any]:
+def run(n: int, corpus: Path, workers: int | None = None, *, commands: bool = True,
+        internal: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="awm-bench-scale-") as tmp:
         root = Path(tmp)
         made = time.perf_counter()
         make_copies(corpus, root / "src", n)
         make_s = time.perf_counter() - made
         make_copies(corpus, root / "one_more", 1, start=n)
-        out = internal_figures(n, corpus, root / "src", root / "one_more", root / "internal", workers)
+        out = internal_figures(n, corpus, root / "src", root / "one_more", root / "internal", workers) if internal else {}
         out["make_source_s"] = round(make_s, 2)
         if commands:
             out["commands"] = command_figures(n, corpus, root / "src", root / "one_more", root)
@@ -233,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=None, help="import build processes (default: up to 4)")
     p.add_argument("--no-commands", action="store_true",
                    help="only the internal figures (skip timing the awm commands as subprocesses)")
+    p.add_argument("--no-internal", action="store_true",
+                   help="only the commands (skip the internal functions, which check every environment once more)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if not (args.corpus / "gen_scenario.jsonl").is_file():
@@ -241,7 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.scenarios < 1:
         print("awm bench scale: --scenarios must be at least 1", file=sys.stderr)
         return 2
-    out = run(args.scenarios, args.corpus, args.workers, commands=not args.no_commands)
+    if args.no_commands and args.no_internal:
+        print("awm bench scale: --no-commands and --no-internal leave nothing to measure", file=sys.stderr)
+        return 2
+    out = run(args.scenarios, args.corpus, args.workers, commands=not args.no_commands, internal=not args.no_internal)
     if args.json:
         print(json.dumps(out, indent=2))
     else:
