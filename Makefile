@@ -12,7 +12,7 @@ export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 PORT ?= 3000
 
-.PHONY: install bfcl-venv tau2-bench bwrap chromium mcp-inspector demo synth ui test clean
+.PHONY: install bfcl-venv tau2-bench bwrap chromium mcp-inspector demo synth ui lint test clean
 
 $(BIN)/awm: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -98,8 +98,13 @@ ui: install
 
 demo: synth ui
 
+# ruff (whole project) and mypy (awm_resources, awm_rl); both configured in pyproject.toml, mypy's cache in .mypy_cache.
+lint: $(BIN)/awm
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 clean:
-	rm -rf $(VENV) .dagster_home .awm_home *.egg-info .tools
+	rm -rf $(VENV) .dagster_home .awm_home *.egg-info .tools .mypy_cache .ruff_cache
