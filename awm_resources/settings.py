@@ -104,13 +104,13 @@ class PathSettings(Section):
 class StageLLMSettings(Section):
     """One stage's overrides of the synthesis LLM (None inherits)."""
 
-    model: str | None = None
-    api_base: str | None = None
-    api_key: str | None = Field(None, repr=False)
-    temperature: Annotated[float, Field(ge=0)] | None = None
-    max_tokens: PositiveInt | None = None
-    reasoning_effort: str | None = None
-    timeout_s: PositiveFloat | None = None
+    model: str | None = Field(None, description="this stage's litellm model")
+    api_base: str | None = Field(None, description="API base URL of this stage's model")
+    api_key: str | None = Field(None, repr=False, description="API key of this stage's provider")
+    temperature: Annotated[float, Field(ge=0)] | None = Field(None, description="this stage's sampling temperature")
+    max_tokens: PositiveInt | None = Field(None, description="this stage's output limit per call")
+    reasoning_effort: str | None = Field(None, description="this stage's reasoning effort")
+    timeout_s: PositiveFloat | None = Field(None, description="seconds per request of this stage")
 
 
 STAGE_FIELDS = tuple(StageLLMSettings.model_fields)
