@@ -23,7 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Mapping, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 # The stages whose LLM calls the synthesis client tags (`CallTag.stage`): the scenario generator and its
@@ -59,8 +60,13 @@ class SettingsError(ValueError):
 def setting(default: Any, description: str, *, env: str | None = None, load_time: bool = False, **kw: Any) -> Any:
     """A field with its description; `env` when its variable is not `<section prefix><FIELD>`; `load_time`
     when the Dagster code location reads it once, at load (a change needs a reload)."""
-    extra = {k: v for k, v in (("env", env), ("load_time", load_time or None)) if v}
+    extra: dict[str, JsonValue] = {k: v for k, v in (("env", env), ("load_time", load_time)) if v}
     return Field(default, description=description, json_schema_extra=extra or None, **kw)
+
+
+def _extra(f: FieldInfo) -> dict[str, Any]:
+    """What `setting()` noted on a field (its variable, whether it is read at load)."""
+    return f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
 
 
 def _switch(value: Any) -> Any:
@@ -83,7 +89,7 @@ class Section(BaseModel):
     @classmethod
     def env_names(cls) -> dict[str, str]:
         """field -> its variable (the per-stage family of the LLM section is listed apart)."""
-        return {name: ((f.json_schema_extra or {}).get("env") or cls.ENV_PREFIX + name.upper())
+        return {name: str(_extra(f).get("env") or cls.ENV_PREFIX + name.upper())
                 for name, f in cls.model_fields.items() if name != "stages"}
 
 
@@ -290,9 +296,13 @@ class Settings(BaseSettings):
     testing: TestSuiteSettings = Field(default_factory=TestSuiteSettings)
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Values given to the constructor, then our `AWM_*` reader (it replaces the flat env, dotenv and secrets
+        sources: the variables map onto nested sections and unknown names are errors)."""
+        del env_settings, dotenv_settings, file_secret_settings  # pydantic-settings passes them by keyword
         return init_settings, _AwmEnvSource(settings_cls)
 
 
@@ -303,7 +313,8 @@ def sections() -> dict[str, type[Section]]:
 @lru_cache(maxsize=1)
 def variables() -> dict[str, tuple[str, ...]]:
     """Every setting's variable -> its place in `Settings` (section, field[, stage, field])."""
-    out = {env: (section, name) for section, cls in sections().items() for name, env in cls.env_names().items()}
+    out: dict[str, tuple[str, ...]] = {env: (section, name) for section, cls in sections().items()
+                                       for name, env in cls.env_names().items()}
     for stage in LLM_STAGES:
         out.update({f"AWM_LLM_{name.upper()}_{stage.upper()}": ("llm", "stages", stage, name) for name in STAGE_FIELDS})
     return out
@@ -342,7 +353,7 @@ _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("awm_settings_enviro
 class _AwmEnvSource(PydanticBaseSettingsSource):
     """The `AWM_*` variables of the environment (or of `load_settings`'s mapping) as nested values; empty = unset."""
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # noqa: ARG002 - abstract API
         return None, field_name, False  # unused: __call__ reads every variable at once
 
     def __call__(self) -> dict[str, Any]:
@@ -488,7 +499,7 @@ def load_time_values(settings: Settings | None = None) -> dict[str, str]:
     out = {}
     for section, cls in sections().items():
         for name, env in cls.env_names().items():
-            if (cls.model_fields[name].json_schema_extra or {}).get("load_time"):
+            if _extra(cls.model_fields[name]).get("load_time"):
                 out[env] = _show(getattr(getattr(s, section), name))
     return out
 
@@ -525,12 +536,12 @@ def markdown() -> str:
            "closest setting (e.g. AWM_LLM_MODEL_ENVCODE: did you mean AWM_LLM_MODEL_ENV_CODE?). An empty value is",
            "the same as an unset one. Settings marked *load* are read once when the Dagster code location loads",
            "(reload it after a change; the definitions' metadata shows the values in effect).", ""]
-    for section, cls in sections().items():
+    for cls in sections().values():
         out += [f"## {cls.TITLE}", "", (cls.__doc__ or "").strip().replace("\n    ", " "), "",
                 "| Variable | Type | Default | Description |", "|---|---|---|---|"]
         for name, env in cls.env_names().items():
             f = cls.model_fields[name]
-            load = " *load*" if (f.json_schema_extra or {}).get("load_time") else ""
+            load = " *load*" if _extra(f).get("load_time") else ""
             default = _show(f.get_default(call_default_factory=True))
             out.append(f"| `{env}`{load} | {_kind(f.annotation)} | {f'`{default}`' if default else ''} | "
                        f"{f.description} |")

@@ -22,7 +22,7 @@ def _synthesis_stage_names() -> set[str]:
                 for stmt in node.body:
                     if isinstance(stmt, ast.Assign) and isinstance(stmt.value, (ast.Constant, ast.Tuple)):
                         target, value = stmt.targets[0], stmt.value
-                        pairs = (zip(target.elts, value.elts) if isinstance(target, ast.Tuple)
+                        pairs = (zip(target.elts, value.elts, strict=True) if isinstance(target, ast.Tuple)
                                  and isinstance(value, ast.Tuple) else [(target, value)])
                         names |= {v.value for t, v in pairs if isinstance(t, ast.Name) and t.id == "name"
                                   and isinstance(v, ast.Constant)}
