@@ -5,11 +5,10 @@ workspace (workspace.yaml) import it."""
 
 import dagster as dg
 
-from awm_resources.settings import load_time_values
-
 from awm_assets.defs import bfcl, catalog, evaluation, repair, runs, synthesis, training
 from awm_assets.defs.shared.executors import default_executor
 from awm_assets.defs.shared.resources import build_resources
+from awm_resources.settings import load_time_values
 
 defs = dg.Definitions.merge(
     synthesis.defs, catalog.defs, training.defs, evaluation.defs, bfcl.defs, repair.defs, runs.defs,

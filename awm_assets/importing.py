@@ -10,12 +10,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from awm_resources.interop import ImportReport, import_awm_dir
-from awm_resources.store import STAGES, ArtifactStore
-
 from awm_assets.defs.shared.ui_tables import records_table
 from awm_assets.instance import register_scenarios, report_materializations
 from awm_assets.synthesis import previews
+from awm_resources.interop import ImportReport, import_awm_dir
+from awm_resources.store import STAGES, ArtifactStore
 
 # An import of at most this many complete scenarios runs the quality gate on them before it returns (each
 # unseen environment takes seconds: a few are worth waiting for, a folder of them is the refresh's work).

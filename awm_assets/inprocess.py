@@ -16,15 +16,13 @@ from typing import Any
 
 import dagster as dg
 
-from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
-
 from awm_assets.definitions import defs
 from awm_assets.defs.shared.partitions import scenario_partitions, seed_batch_partitions
 from awm_assets.defs.synthesis.sensors import batch_run_config
 from awm_assets.instance import get_instance, register_scenarios
 from awm_assets.synthesis.seeds import read_seed_batch
 from awm_assets.synthesis.statistics import stage_outcome
-
+from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 
 # Step-level DEBUG events stay in the instance (the UI shows them); the terminal gets warnings and errors.
 QUIET_LOGS = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

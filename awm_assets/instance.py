@@ -9,9 +9,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from awm_resources.store import PROJECT_ROOT
-
 from awm_assets.defs.shared.partitions import scenario_partitions
+from awm_resources.store import PROJECT_ROOT
 
 
 def ensure_dagster_home() -> Path:

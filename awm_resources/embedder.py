@@ -79,7 +79,7 @@ class ApiEmbedder:
             try:
                 response = litellm.embedding(model=self.model, input=chunk, api_base=self.api_base,
                                              api_key=self.api_key, timeout=self.timeout_s)
-            except Exception as exc:  # noqa: BLE001 - say which model and how many texts failed
+            except Exception as exc:  # say which model and how many texts failed
                 raise RuntimeError(f"embedding {len(chunk)} text(s) with {self.model} failed: "
                                    f"{type(exc).__name__}: {exc}") from exc
             items = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)

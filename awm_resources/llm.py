@@ -533,7 +533,7 @@ class LLMClient:
                                          api_key=cfg.api_key, timeout=cfg.timeout_s, num_retries=0,
                                          extra_headers=headers, **params)
                 break
-            except Exception as exc:  # noqa: BLE001 - classified below
+            except Exception as exc:  # classified below
                 if not _is_transient(exc) or attempt >= self.transport_retries:
                     raise LLMError(f"LLM call failed for {tag.describe()} (model {cfg.model}) after {attempt + 1} "
                                    f"tries: {type(exc).__name__}: {exc}") from exc

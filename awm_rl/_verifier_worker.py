@@ -238,7 +238,7 @@ def _call_verifier(request: dict) -> dict:
     # Registered so that dataclasses and typing can resolve string annotations in the verifier.
     sys.modules[_VERIFIER_MODULE] = module
     namespace = module.__dict__
-    exec(compiled, namespace)
+    exec(compiled, namespace)  # noqa: S102 - the verifier under test, in this limited worker process
     function_name = request["function"]
     function = namespace.get(function_name)
     if not callable(function):

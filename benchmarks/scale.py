@@ -28,8 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 

@@ -9,11 +9,9 @@ import sys
 from pathlib import Path
 
 import dagster as dg
-import pytest
 
 from awm_resources.interop import export_awm_dir, import_awm_dir
 from awm_resources.store import STAGES, ArtifactStore
-
 from tests.conftest import GENERATED_SCENARIOS
 
 # Per-scenario facts of ../shared/awm-corpus/generated (its README gives the ranges).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from awm_assets.synthesis.models import TaskList
 from awm_resources.llm import (
     CallTag,
     LLMClient,
@@ -15,7 +16,6 @@ from awm_resources.llm import (
     extract_json,
     parse_model,
 )
-from awm_assets.synthesis.models import TaskList
 
 
 @pytest.mark.parametrize("text, expected", [

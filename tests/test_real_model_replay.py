@@ -14,7 +14,6 @@ import pytest
 from awm_assets.defs.synthesis.stage_assets import build_stage_assets
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 from awm_rl.quality.report import scenario_quality
-
 from tests.conftest import PROJECT_ROOT
 from tests.test_synthesis import generate, resources
 

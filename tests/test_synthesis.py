@@ -9,15 +9,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from awm_assets.defs.shared.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
-from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
-
 from awm_assets.defs.catalog.catalog_asset import environment_catalog
+from awm_assets.defs.shared.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
 from awm_assets.defs.synthesis.scenario_assets import scenario_generation
 from awm_assets.defs.synthesis.sensors import batch_run_config, new_scenario_sensor, seed_batch_sensor
 from awm_assets.defs.synthesis.stage_assets import build_stage_assets
 from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
-
+from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 from tests.conftest import PROJECT_ROOT
 
 DEMO_SEEDS = PROJECT_ROOT / "seeds" / "demo.jsonl"

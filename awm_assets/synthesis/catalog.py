@@ -10,6 +10,8 @@ from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 AUDIT_FILE = "verifier_audit.json"  # written by awm_rl.reward.audit.write_audit
 QUALITY_FILE = "quality.json"  # written by awm_rl.quality.report.scenario_quality
 CATALOG_FILE = "catalog.json"  # written by the environment_catalog asset; what training reads
+QUALITY_SUMMARY_FILE = "quality_summary.json"  # written by the environment_quality asset
+STATISTICS_FILE = "synthesis_statistics.json"  # written by the synthesis_statistics asset
 
 
 def catalog_entry(store: ArtifactStore, key: str, quality_result: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -68,9 +70,8 @@ def assemble_catalog(store: ArtifactStore, judge: Any | None = None,
     only scenarios whose files changed since the last refresh are read again and, if complete, run through
     the gate (`catalog_index.refresh_index`; one snapshot per `refresh_id`); the entries equal
     `build_catalog`'s."""
-    from awm_rl.quality.results import summarize_batch
-
     from awm_assets.synthesis.catalog_index import refresh_index
+    from awm_rl.quality.results import summarize_batch
 
     snapshots = refresh_index(store, judge, refresh_id)
     results = [s["quality"] for s in snapshots.values() if s["complete"]]
@@ -89,3 +90,17 @@ def written_catalog(store: ArtifactStore) -> list[dict[str, Any]]:
     refresh they are the store's entries, without reading every scenario again."""
     data = json.loads((store.root / CATALOG_FILE).read_text(encoding="utf-8"))
     return sorted(data["environments"] + data["not_ready"], key=lambda e: e["name"])
+
+
+def catalog_up_to_date(store: ArtifactStore) -> bool:
+    """Whether a refresh would write the catalog group's files again as they are: each was written from the
+    store as it is now (`catalog_index.catalog_current`), the quality summary with the judge configured now.
+    `awm catalog --refresh` then starts no run."""
+    from awm_resources.llm import REPLAY_MODEL
+    from awm_resources.settings import judge_llm_config
+
+    from awm_assets.synthesis.catalog_index import catalog_current
+
+    model = judge_llm_config().model
+    judge = None if model in (None, "", REPLAY_MODEL) else f"sql:{model}"  # the gate's judge (gate_judge)
+    return catalog_current(store, {QUALITY_SUMMARY_FILE: judge, CATALOG_FILE: None, STATISTICS_FILE: None})

@@ -9,9 +9,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from awm_resources.store import ArtifactStore
-
 from awm_assets.synthesis.models import SNAKE
+from awm_resources.store import ArtifactStore
 
 
 @dataclass

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from awm_rl.quality.solutions import ReferenceSolution
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from awm_resources.sqlite_build import SampleTable, SchemaTable
+from awm_rl.quality.solutions import ReferenceSolution
 
 SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 

@@ -33,18 +33,24 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from awm_resources.llm import LLMClient, LLMOutputError, ReplayMissingError, parse_model
-from awm_resources.sqlite_build import database_excerpt, schema_sql
-from awm_resources.store import ArtifactStore
-
 from awm_assets.synthesis import prompts
 from awm_assets.synthesis.context import tool_specs
 from awm_assets.synthesis.datafix import commit_data_changes
 from awm_assets.synthesis.edits import apply_edits
 from awm_assets.synthesis.models import SolutionOutput, VerifierOutput
 from awm_assets.synthesis.runner import AttemptContext, AttemptFailed, AttemptResult, StageExhausted, run_attempt
-from awm_assets.synthesis.stages import (EnvCodeStage, VerifiersStage, do_nothing_check, load_schema, prove_solutions,
-                                         scenario_info, with_task_rows)
+from awm_assets.synthesis.stages import (
+    EnvCodeStage,
+    VerifiersStage,
+    do_nothing_check,
+    load_schema,
+    prove_solutions,
+    scenario_info,
+    with_task_rows,
+)
+from awm_resources.llm import LLMClient, LLMOutputError, ReplayMissingError, parse_model
+from awm_resources.sqlite_build import database_excerpt, schema_sql
+from awm_resources.store import ArtifactStore
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from awm_assets.synthesis import prompts
 from awm_resources.llm import CallTag, LLMClient, LLMError, LLMOutputError, ReplayMissingError, quote
 from awm_resources.store import ArtifactStore
-
-from awm_assets.synthesis import prompts
 
 log = logging.getLogger(__name__)
 

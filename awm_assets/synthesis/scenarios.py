@@ -9,14 +9,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from awm_resources.llm import CallTag, LLMClient
-from awm_resources.names import normalize_scenario_name
-from awm_resources.store import ArtifactStore
-
 from awm_assets.synthesis import prompts
 from awm_assets.synthesis.models import ScenarioCandidates, SuitabilityVerdicts
 from awm_assets.synthesis.seeds import SeedBatch
-
+from awm_resources.llm import CallTag, LLMClient
+from awm_resources.names import normalize_scenario_name
+from awm_resources.store import ArtifactStore
 
 # The fixed category list (domains of stateful web applications) that caps and diversity are counted over.
 CATEGORIES = (

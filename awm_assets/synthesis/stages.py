@@ -12,15 +12,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from awm_resources.llm import extract_code, parse_model
-from awm_resources.sqlite_build import (BuildResult, SampleTable, SchemaTable, build_database, database_excerpt,
-                                       sample_sql, schema_sql)
-from awm_resources.store import atomic_path
-
 from awm_assets.synthesis import prompts
 from awm_assets.synthesis.context import store_tool_specs, task_rows, tool_specs
 from awm_assets.synthesis.models import ApiSpec, SampleOutput, SchemaOutput, TaskList, VerifierOutput
 from awm_assets.synthesis.runner import AttemptContext, AttemptResult
+from awm_resources.llm import extract_code, parse_model
+from awm_resources.sqlite_build import (
+    BuildResult,
+    SampleTable,
+    SchemaTable,
+    build_database,
+    database_excerpt,
+    sample_sql,
+    schema_sql,
+)
+from awm_resources.store import atomic_path
 
 N_TASKS = 10
 FORBIDDEN_TASK_WORDS = re.compile(r"\b(log ?in|sign ?in|sign ?up|register|password|2fa|two-factor)\b", re.I)

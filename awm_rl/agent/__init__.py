@@ -3,8 +3,17 @@
 from awm_rl.agent.episode import Episode, EpisodeScore, JudgeVerdict, Step, ToolOutcome
 from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, run_episode, run_episodes, window_messages
 from awm_rl.agent.policies import (
-    ChatModelPolicy, Policy, PolicyError, PolicyOutput, PolicyRequest, ScriptedPolicy, TransformersPolicy,
-    VLLMPolicy, make_policy, parse_policy_spec, solution_turns,
+    ChatModelPolicy,
+    Policy,
+    PolicyError,
+    PolicyOutput,
+    PolicyRequest,
+    ScriptedPolicy,
+    TransformersPolicy,
+    VLLMPolicy,
+    make_policy,
+    parse_policy_spec,
+    solution_turns,
 )
 from awm_rl.agent.qwen3 import META_TOOLS, parse_response
 from awm_rl.agent.validator import FormatValidator, StepCheck

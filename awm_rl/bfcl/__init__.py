@@ -8,8 +8,16 @@ checkers and gets BFCL's overall from its own leaderboard code (in bfcl-eval's o
 `checker.py`).
 """
 
-from awm_rl.bfcl.data import (ALL_CATEGORIES, MULTI_TURN_CATEGORIES, PAPER_TABLE4, SINGLE_TURN_CATEGORIES, BFCLCase,
-                               BFCLUnavailable, expand_categories, load_cases)
+from awm_rl.bfcl.data import (
+    ALL_CATEGORIES,
+    MULTI_TURN_CATEGORIES,
+    PAPER_TABLE4,
+    SINGLE_TURN_CATEGORIES,
+    BFCLCase,
+    BFCLUnavailable,
+    expand_categories,
+    load_cases,
+)
 from awm_rl.bfcl.environment import BFCLEnvironment
 from awm_rl.bfcl.ground_truth import ground_truth_policy
 from awm_rl.bfcl.runner import BFCLPolicyError, BFCLReport, BFCLSuite, build_policy, evaluate_bfcl, evaluate_suite

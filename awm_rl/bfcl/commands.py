@@ -44,7 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from awm_resources.store import default_home
-
     from awm_rl.agent.policies import PolicyError
     from awm_rl.bfcl.data import BFCLUnavailable, expand_categories
     from awm_rl.bfcl.runner import BFCLPolicyError, evaluate_suite

@@ -57,8 +57,8 @@ def ensure_bfcl() -> None:
         root.mkdir(parents=True, exist_ok=True)
         os.environ["BFCL_PROJECT_ROOT"] = str(root)
     try:
-        import bfcl_eval.utils  # noqa: F401
-        from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker  # noqa: F401
+        import bfcl_eval.utils  # noqa: F401 - the imports are the availability check
+        from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker  # noqa: F401 - as above
     except ImportError as exc:
         raise BFCLUnavailable(
             f"bfcl-eval is not importable ({exc}); install it with `pip install --no-deps bfcl-eval mpmath` "

@@ -22,13 +22,24 @@ from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, static_writable_tables
 from awm_rl.quality.dbfacts import read_facts
 from awm_rl.quality.probe import BUG_STATUSES
+
 # Stored results (results.py); names other modules import from here too.
-from awm_rl.quality.results import (CHECKED_FILES, INELIGIBLE, QUALITY_FILE, _by_digest, content_digest,  # noqa: F401
-                                    file_stats, judge_label, stored_quality, summarize_batch)
+from awm_rl.quality.results import (  # noqa: F401 - re-exported for the gate's callers
+    CHECKED_FILES,
+    INELIGIBLE,
+    QUALITY_FILE,
+    _by_digest,
+    content_digest,
+    file_stats,
+    judge_label,
+    stored_quality,
+    summarize_batch,
+)
 from awm_rl.quality.solutions import broken_call, load_solutions, solution_feedback
 from awm_rl.reward.audit import audit_verifiers, write_audit
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
 from awm_rl.verification import VerifierJob, run_verifiers
+
 
 def _tool_summary(probe: dict[str, dict]) -> dict[str, Any]:
     counts = {s: sum(1 for t in probe.values() if t["status"] == s)

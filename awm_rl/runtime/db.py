@@ -32,7 +32,7 @@ class InstanceConnection(sqlite3.Connection):
 
     closed = False
 
-    def close(self) -> None:  # noqa: D401 - keeps the instance's database alive
+    def close(self) -> None:  # keeps the instance's database alive
         return None
 
     def rollback(self) -> None:

@@ -21,7 +21,6 @@ import threading
 import traceback
 import types
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy

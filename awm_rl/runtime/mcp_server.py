@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from fastmcp import FastMCP
-from fastmcp.tools.base import Tool, ToolResult as McpToolResult
+from fastmcp.tools.base import Tool
+from fastmcp.tools.base import ToolResult as McpToolResult
 from mcp.types import TextContent
 from pydantic import PrivateAttr
 

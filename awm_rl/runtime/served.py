@@ -20,8 +20,17 @@ from jsonschema import Draft202012Validator
 
 from awm_rl.runtime.actor import IsolatedHost
 from awm_rl.runtime.output_schemas import OutputSchema
-from awm_rl.runtime.protocol import (CallOp, CreateOp, LoadOp, Operation, OpError, OutputSchemasOp, ResetOp,
-                                     ToolResult, environment_error)
+from awm_rl.runtime.protocol import (
+    CallOp,
+    CreateOp,
+    LoadOp,
+    Operation,
+    OpError,
+    OutputSchemasOp,
+    ResetOp,
+    ToolResult,
+    environment_error,
+)
 
 
 class ServeLoadError(RuntimeError):

@@ -44,7 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from awm_resources.store import default_home
-
     from awm_rl.agent.policies import PolicyError
     from awm_rl.bfcl.runner import BFCLPolicyError
     from awm_rl.tau2.data import Tau2Unavailable

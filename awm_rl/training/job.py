@@ -18,7 +18,14 @@ from typing import Any
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.training.config import TrainConfig
 from awm_rl.training.metrics import (
-    CURVES_FILE, METRICS_FILE, TENSORBOARD_DIR, TRAIN_KEYS, MetricsWriter, aggregate, format_time_split, plot_curves,
+    CURVES_FILE,
+    METRICS_FILE,
+    TENSORBOARD_DIR,
+    TRAIN_KEYS,
+    MetricsWriter,
+    aggregate,
+    format_time_split,
+    plot_curves,
     time_summary,
 )
 
@@ -167,7 +174,7 @@ def _step_callback(writer: MetricsWriter, trainer_box: dict[str, Any], config: T
         def __init__(self) -> None:
             self.logs: list[dict[str, Any]] = []
 
-        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ARG002 - TrainerCallback.on_log's signature
             if not logs or "train_runtime" in logs or "loss" not in logs:
                 return
             self.logs.append(dict(logs))

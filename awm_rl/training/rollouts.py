@@ -84,7 +84,7 @@ class GenerationBroker:
             self.batches.append(len(batch))
             try:
                 results = self._generate(generate, batch)
-            except BaseException as exc:  # noqa: BLE001  retried per prompt below; training goes on
+            except BaseException as exc:  # retried per prompt below; training goes on
                 if not isinstance(exc, Exception):
                     for p in batch:
                         p.future.set_exception(exc)

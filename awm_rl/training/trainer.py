@@ -46,7 +46,13 @@ from awm_rl.training.metrics import is_policy_failure, merge_rollout_metrics, ro
 from awm_rl.training.objective import engine_ratio, fold_engine_ratio, group_advantages, real_rows
 from awm_rl.training.rollouts import BusyClock, GenerationBroker, RecordingPolicy, TimedPool, run_rollouts, time_split
 from awm_rl.training.samples import (
-    TurnSample, collate, length_chunks, pad_samples, samples_from_rollout, take_rows, trim_padding,
+    TurnSample,
+    collate,
+    length_chunks,
+    pad_samples,
+    samples_from_rollout,
+    take_rows,
+    trim_padding,
 )
 
 

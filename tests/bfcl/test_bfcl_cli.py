@@ -48,7 +48,7 @@ def test_bad_category_and_policy_are_clear_errors(tmp_path):
     proc = _awm(["eval", "bfcl", "--category", "multi_turn_base", "--policy", "grpo_latest", "--limit", "1"], tmp_path)
     assert proc.returncode == 2 and "no trained model" in proc.stderr
     try:
-        import vllm  # noqa: F401
+        import vllm  # noqa: F401 - only whether it imports
     except ImportError:  # the vLLM path is guarded: a clear message on a machine without vllm
         proc = _awm(["eval", "bfcl", "--category", "multi_turn_base", "--policy", "vllm:/models/x", "--limit", "1"], tmp_path)
         assert proc.returncode == 2 and "needs the 'vllm' package" in proc.stderr

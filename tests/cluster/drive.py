@@ -62,9 +62,8 @@ def serve(scenario: str) -> dict:
     import ray
     from ray.util.state import list_actors
 
-    from awm_rl.runtime.pool import EnvironmentPool
-
     from awm_resources.store import ArtifactStore
+    from awm_rl.runtime.pool import EnvironmentPool
 
     store = ArtifactStore()
     with EnvironmentPool(store.root, num_hosts=2, prefetch=0, ray_address=os.environ["RAY_ADDRESS"],

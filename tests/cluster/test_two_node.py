@@ -21,7 +21,6 @@ import dagster as dg
 import pytest
 
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
-
 from tests.conftest import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow

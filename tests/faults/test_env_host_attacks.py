@@ -10,7 +10,6 @@ listens on loopback, and a file outside the store and the home directory hold ba
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 
@@ -105,9 +104,8 @@ def attack(pid: int = 0, port: int = 0, home_file: str = "", victim: str = "", m
 
 @pytest.fixture(scope="module")
 def hostile_pool(tmp_path_factory):
-    from tests.runtime.conftest import BAD_ENV, make_scenario
-
     from awm_rl.runtime.pool import EnvironmentPool
+    from tests.runtime.conftest import BAD_ENV, make_scenario
 
     root = tmp_path_factory.mktemp("hostile_store")
     make_scenario(root, "hostile_env", HOSTILE_ENV)
@@ -160,9 +158,8 @@ def test_host_worker_contains_hostile_code(hostile_pool, home_secret, victim, re
 
 def test_processes_started_by_env_code_end_with_the_pool(tmp_path_factory, require_bubblewrap):
     """A detached process started by generated code lives at most as long as its host worker."""
-    from tests.runtime.conftest import make_scenario
-
     from awm_rl.runtime.pool import EnvironmentPool
+    from tests.runtime.conftest import make_scenario
 
     marker = f"4245.{uuid.uuid4().int % 10**6}"
     code = HOSTILE_ENV.replace("Base.metadata.create_all(engine)",

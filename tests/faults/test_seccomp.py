@@ -132,7 +132,7 @@ def _in_child(fn) -> tuple[int, dict]:
 def test_filter_denies_in_a_forked_child():
     assert ARCH is not None, "seccomp has no syscall table for this architecture"
     space: dict = {}
-    exec(PROBE, space)
+    exec(PROBE, space)  # noqa: S102 - the test's own probe code
 
     def child():
         status = seccomp.apply_filter()
@@ -265,9 +265,8 @@ raise RuntimeError("AWM-RESULT " + json.dumps(probe_syscalls(__import__, NRS)) +
 
 
 def test_host_worker_is_filtered(tmp_path_factory):
-    from tests.runtime.conftest import make_scenario
-
     from awm_rl.runtime.pool import EnvironmentPool
+    from tests.runtime.conftest import make_scenario
 
     root = tmp_path_factory.mktemp("seccomp_store")
     make_scenario(root, "syscalls_env", ENV_ATTACK)

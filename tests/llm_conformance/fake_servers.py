@@ -58,7 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:  # keep pytest output clean
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:  # the name is http.server's API
         fake: FakeLLMServer = self.server.fake
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""

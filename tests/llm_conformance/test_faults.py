@@ -5,7 +5,6 @@ self-correction) and is never cached."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from awm_resources.llm import CallTag, LLMError, LLMOutputError, LLMTruncatedError

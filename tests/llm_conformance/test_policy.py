@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from awm_rl.agent.policies import ChatModelPolicy, PolicyError, PolicyRequest
-from tests.llm_conformance.fake_servers import Fault, FakeLLMServer
+from tests.llm_conformance.fake_servers import FakeLLMServer, Fault
 
 ANSWER = "<think>I list the projects first.</think>\n<tool_call>\n{\"name\": \"list_projects\", \"arguments\": {}}\n</tool_call>"
 REQUEST = PolicyRequest(messages=[{"role": "user", "content": "How many projects do I own?"}], scenario="demo",

@@ -19,7 +19,13 @@ import pytest
 from awm_rl.quality.report import INELIGIBLE, QUALITY_FILE, stored_quality, summarize_batch
 from tests.conftest import GENERATED_DIR, GENERATED_SCENARIOS, PROJECT_ROOT
 from tests.quality.conftest import (
-    ENV_CODE, EXPECTED_TASK_VERDICT, EXPECTED_TOOL_STATUS, ROWS, SCENARIO, SOLUTIONS, write_initial_db,
+    ENV_CODE,
+    EXPECTED_TASK_VERDICT,
+    EXPECTED_TOOL_STATUS,
+    ROWS,
+    SCENARIO,
+    SOLUTIONS,
+    write_initial_db,
 )
 
 SERVER_ERROR_SIGNS = {  # tool -> what its 5xx error text must name

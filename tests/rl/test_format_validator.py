@@ -8,7 +8,11 @@ import pytest
 
 from awm_rl.agent.loop import window_messages
 from awm_rl.agent.qwen3 import (
-    as_chat_api_messages, call_tool_turn, list_tools_turn, parse_response, render_turn,
+    as_chat_api_messages,
+    call_tool_turn,
+    list_tools_turn,
+    parse_response,
+    render_turn,
 )
 from awm_rl.agent.validator import FormatValidator
 

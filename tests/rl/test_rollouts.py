@@ -7,7 +7,13 @@ import json
 import pytest
 
 from awm_rl.agent import (
-    EpisodeSpec, LoopConfig, PolicyOutput, ScriptedPolicy, TransformersPolicy, run_episode, run_episodes,
+    EpisodeSpec,
+    LoopConfig,
+    PolicyOutput,
+    ScriptedPolicy,
+    TransformersPolicy,
+    run_episode,
+    run_episodes,
 )
 from awm_rl.agent.qwen3 import call_tool_turn, list_tools_turn, render_turn
 from awm_rl.commands_rollout import rollout_main

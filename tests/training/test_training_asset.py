@@ -15,9 +15,9 @@ def test_training_asset_materializes_with_the_tiny_config(corpus_store, tmp_path
     import dagster as dg
 
     from awm_assets.defs.catalog.catalog_asset import environment_catalog
-    from awm_assets.defs.training.training_asset import grpo_training
-    from awm_assets.defs.training.jobs import training_run_config
     from awm_assets.defs.shared.resources import RayResource, StoreResource
+    from awm_assets.defs.training.jobs import training_run_config
+    from awm_assets.defs.training.training_asset import grpo_training
 
     root = tmp_path / "store"
     shutil.copytree(corpus_store.root, root)
@@ -73,9 +73,9 @@ def test_schedule_is_off_and_runs_the_training_job():
 def test_bad_overrides_fail_without_retry(corpus_store, tmp_path):
     import dagster as dg
 
-    from awm_assets.defs.training.training_asset import grpo_training
-    from awm_assets.defs.training.jobs import training_run_config
     from awm_assets.defs.shared.resources import RayResource, StoreResource
+    from awm_assets.defs.training.jobs import training_run_config
+    from awm_assets.defs.training.training_asset import grpo_training
 
     result = dg.materialize([grpo_training], resources={"store": StoreResource(root=str(tmp_path)), "ray": RayResource()},
                             run_config=training_run_config(overrides_yaml="grpo: {group_size: 1}"), raise_on_error=False)

@@ -10,10 +10,9 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from awm_resources.names import policy_slug
-
 from awm_assets.defs.shared.resources import StoreResource
 from awm_assets.defs.shared.ui_tables import records_table
+from awm_resources.names import policy_slug
 
 # BFCL categories the asset runs (bfcl-eval's bundled data: awm_rl.bfcl.data.ALL_CATEGORIES, BFCL v3's 17), and
 # `all`: every one of them with BFCL's overall.

@@ -3,9 +3,8 @@ and the selection that both it and the `refresh_catalog` job target."""
 
 import dagster as dg
 
-from awm_resources.store import PIPELINE_STAGES
-
 from awm_assets.defs.shared.resources import sensor_interval_s
+from awm_resources.store import PIPELINE_STAGES
 
 # The catalog group, refreshed together: by the automation below and by the `refresh_catalog` job.
 CATALOG_ASSETS = dg.AssetSelection.assets("environment_quality", "environment_catalog", "synthesis_statistics")

@@ -2,12 +2,12 @@
 
 import dagster as dg
 
-from awm_resources.store import atomic_write_json
-
 from awm_assets.defs.catalog.automation import catalog_refresh_condition, every_stage_partition
 from awm_assets.defs.shared.resources import StoreResource
 from awm_assets.defs.shared.ui_tables import asset_link, records_table
 from awm_assets.synthesis.catalog import CATALOG_FILE, assemble_catalog
+from awm_assets.synthesis.catalog_index import mark_written, run_token
+from awm_resources.store import atomic_write_json
 
 
 @dg.asset(
@@ -28,6 +28,7 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
     ready = [e for e in entries if e["ready"]]
     path = st.root / CATALOG_FILE
     atomic_write_json(path, {"environments": ready, "not_ready": [e for e in entries if not e["ready"]]})
+    mark_written(st, CATALOG_FILE, run_token(st, context.run_id))
     # Five narrow columns fit the metadata panel; each name opens the scenario's page.
     rows = ["| environment | ready | trainable tasks | tools ok | source |", "|---|---|---|---|---|"]
     for e in entries:

@@ -9,15 +9,13 @@ import json
 
 import dagster as dg
 
-from awm_resources.llm import REPLAY_MODEL
-from awm_resources.store import atomic_write_text
-
 from awm_assets.defs.catalog.automation import catalog_refresh_condition, every_stage_partition
 from awm_assets.defs.shared.partitions import scenario_partitions
 from awm_assets.defs.shared.resources import LLMResource, StoreResource
-from awm_assets.synthesis.catalog import assemble_catalog
-
-QUALITY_SUMMARY_FILE = "quality_summary.json"
+from awm_assets.synthesis.catalog import QUALITY_SUMMARY_FILE, assemble_catalog
+from awm_assets.synthesis.catalog_index import mark_written, run_token
+from awm_resources.llm import REPLAY_MODEL
+from awm_resources.store import atomic_write_text
 
 
 def gate_judge(judge_llm: LLMResource):
@@ -82,11 +80,15 @@ def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: Stor
 )
 def environment_quality(context: dg.AssetExecutionContext, store: StoreResource,
                         judge_llm: LLMResource) -> dg.MaterializeResult:
+    from awm_rl.quality.results import judge_label
+
     st = store.get_store()
-    report, _ = assemble_catalog(st, judge=gate_judge(judge_llm), refresh_id=context.run_id)
+    judge = gate_judge(judge_llm)
+    report, _ = assemble_catalog(st, judge=judge, refresh_id=context.run_id)
     totals = report["totals"]
     # Each scenario's counts and task verdicts (its full result is its quality.json); json's C encoder.
     atomic_write_text(st.root / QUALITY_SUMMARY_FILE, json.dumps(report, ensure_ascii=False) + "\n")
+    mark_written(st, QUALITY_SUMMARY_FILE, run_token(st, context.run_id), judge_label(judge))
     rows = ["| environment | tools | ok | 5xx valid | 5xx edge | client-errors-only | shadowed | eligible tasks | "
             "vacuous | blocked | unsolvable | crash | solvable |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rows += [f"| {r['scenario']} | {r['tools_total']} | {r['tools_ok']} | {r['tools_server_error']} | "

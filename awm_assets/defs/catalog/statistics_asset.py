@@ -2,15 +2,14 @@
 
 import dagster as dg
 
-from awm_resources.store import atomic_write_json
-
 from awm_assets.defs.catalog.automation import catalog_refresh_condition, every_stage_partition
 from awm_assets.defs.shared.resources import StoreResource
 from awm_assets.defs.shared.ui_tables import records_table
-from awm_assets.synthesis.catalog_index import statistics_records
+from awm_assets.synthesis.catalog import STATISTICS_FILE
+from awm_assets.synthesis.catalog_index import mark_written, statistics_records
 from awm_assets.synthesis.statistics import synthesis_statistics
+from awm_resources.store import atomic_write_json
 
-STATISTICS_FILE = "synthesis_statistics.json"
 COLUMNS = ["batch", "stage", "scenarios", "succeeded", "degraded", "failed", "imported", "success_rate", "mean_attempts",
            "llm_calls", "prompt_tokens", "completion_tokens", "cost_usd"]
 
@@ -26,8 +25,10 @@ COLUMNS = ["batch", "stage", "scenarios", "succeeded", "degraded", "failed", "im
 )
 def synthesis_statistics_asset(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     st = store.get_store()
-    stats = synthesis_statistics(st, statistics_records(st, context.run_id))  # from the catalog index
+    records, token = statistics_records(st, context.run_id)  # from the catalog index where unchanged
+    stats = synthesis_statistics(st, records)
     atomic_write_json(st.root / STATISTICS_FILE, stats)
+    mark_written(st, STATISTICS_FILE, token)
     rows = [{"batch": b["batch"], **r} for b in [*stats["batches"], stats["overall"]] for r in b["stages"]]
     batches = [{"batch": b["batch"], "scenarios": b["scenarios"], "ready": b["ready"], "tokens": b["tokens"],
                 "cost_usd": b["cost_usd"], "cost_per_100_environments_usd": b["cost_per_100_environments_usd"]}

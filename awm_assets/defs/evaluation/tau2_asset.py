@@ -10,10 +10,9 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from awm_resources.names import policy_slug
-
 from awm_assets.defs.shared.resources import StoreResource
 from awm_assets.defs.shared.ui_tables import records_table
+from awm_resources.names import policy_slug
 
 tau2_domain_partitions = dg.StaticPartitionsDefinition(["airline", "retail", "telecom"])  # awm_rl.tau2.DOMAINS
 

@@ -6,9 +6,8 @@ import socket
 import dagster as dg
 from dagster._core.events import JobFailureData, RunFailureReason
 
-from awm_resources.store import process_alive
-
 from awm_assets.defs.shared.resources import sensor_interval_s
+from awm_resources.store import process_alive
 
 # Set on a run by Dagster's DefaultRunLauncher: the code server it was started in ({"host", "socket" | "port"}).
 GRPC_INFO_TAG = ".dagster/grpc_info"

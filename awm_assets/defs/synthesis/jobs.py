@@ -2,9 +2,8 @@
 
 import dagster as dg
 
-from awm_resources.store import PIPELINE_STAGES
-
 from awm_assets.defs.shared.executors import job_executor
+from awm_resources.store import PIPELINE_STAGES
 
 # Each job's executor: as listed here locally; dagster-ray's executor when AWM_EXECUTOR=ray (defs/shared/executors.py).
 

@@ -7,16 +7,14 @@ from collections import Counter
 import dagster as dg
 from pydantic import Field
 
-from awm_resources.llm import ReplayMissingError
-from awm_resources.store import atomic_write_text
-
 from awm_assets.defs.shared.partitions import scenario_partitions, seed_batch_partitions
 from awm_assets.defs.shared.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
 from awm_assets.defs.shared.ui_tables import asset_link
 from awm_assets.defs.synthesis.sensors import seed_dir
 from awm_assets.synthesis.scenarios import GenerationSettings, generate_scenarios, record_batch, register_accepted
 from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
-
+from awm_resources.llm import ReplayMissingError
+from awm_resources.store import atomic_write_text
 
 REAL_LLM_NOTE = ("The offline replay model answers only the bundled demo batch (seeds/demo.jsonl); any other batch "
                  "needs a real model: set AWM_LLM_MODEL (e.g. openai/gpt-5) and its API key before launching.")

@@ -5,14 +5,13 @@ from pathlib import Path
 
 import dagster as dg
 
-from awm_resources.settings import load_settings
-from awm_resources.store import STAGES
-
 from awm_assets.defs.shared.partitions import scenario_partitions, seed_batch_partitions
 from awm_assets.defs.shared.resources import StoreResource, sensor_interval_s
 from awm_assets.defs.synthesis.jobs import generate_scenarios_job, synthesize_scenario_job
 from awm_assets.synthesis.scenarios import batch_already_generated
 from awm_assets.synthesis.seeds import DEFAULT_SEED_DIR, SeedFileError, find_seed_files, read_seed_batch
+from awm_resources.settings import load_settings
+from awm_resources.store import STAGES
 
 SENSOR_INTERVAL_S = sensor_interval_s()
 

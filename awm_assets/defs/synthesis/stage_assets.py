@@ -11,16 +11,15 @@ import traceback
 
 import dagster as dg
 
-from awm_resources.llm import ReplayMissingError
-from awm_resources.store import PIPELINE_STAGES
-from awm_rl.runtime.sandbox import isolation_summary
-
 from awm_assets.defs.shared.partitions import scenario_partitions
 from awm_assets.defs.shared.resources import LLMResource, StoreResource, SynthesisSettings, max_retries
 from awm_assets.synthesis import previews
 from awm_assets.synthesis.checks import quality_check, structural_check
 from awm_assets.synthesis.runner import AttemptContext, AttemptFailed, StageExhausted, run_attempt
 from awm_assets.synthesis.stages import build_stage
+from awm_resources.llm import ReplayMissingError
+from awm_resources.store import PIPELINE_STAGES
+from awm_rl.runtime.sandbox import isolation_summary
 
 GROUP = "synthesis"
 DESCRIPTIONS = {
@@ -118,7 +117,7 @@ def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.Asse
         except (ReplayMissingError, StageExhausted, FileNotFoundError) as exc:
             _report_failure(context, stage, key, attempt, f"{type(exc).__name__}: {exc}")
             raise dg.Failure(description=f"{stage} for {key!r}: {exc}", allow_retries=False) from exc
-        except Exception as exc:  # noqa: BLE001 - our own bug: fail loudly, do not spend LLM retries on it
+        except Exception as exc:  # our own bug: fail loudly, do not spend LLM retries on it
             _report_failure(context, stage, key, attempt, f"internal error (not retried): {type(exc).__name__}: {exc}")
             raise dg.Failure(description=f"internal error in stage {stage} for {key!r} (not retried): "
                                          f"{type(exc).__name__}: {exc}",

@@ -13,10 +13,9 @@ import dagster as dg
 import yaml
 from pydantic import Field
 
-from awm_resources.store import PROJECT_ROOT
-
 from awm_assets.defs.shared.resources import RayResource, StoreResource
 from awm_assets.defs.shared.ui_tables import asset_link, key_value_table, records_table
+from awm_resources.store import PROJECT_ROOT
 
 DEFAULT_CONFIG = "configs/tiny-cpu.yaml"
 # The step metrics a researcher watches first: live as observations during the run, and in the final table.
