@@ -40,7 +40,7 @@ def serve_main(argv: list[str]) -> int:
     from awm_rl.runtime.mcp_server import BodyLimit, build_mcp_server
     from awm_rl.runtime.sandbox import isolation_summary, scratch_summary
     from awm_rl.runtime.served import ServedEnvironment, ServeLoadError
-    from awm_rl.settings import max_answer_bytes, max_request_bytes
+    from awm_resources.settings import max_answer_bytes, max_request_bytes
 
     store = ArtifactStore(args.home)
     try:

@@ -14,7 +14,7 @@ its next call (~0.3 ms). Only instances between calls, with no open transaction,
 `MultiHost` holds several scenarios in one process (what a Ray host actor wraps). Both run every
 piece of generated code under the process's limits (`awm_rl.limits`): network refused, a deadline
 per call (soft: `CallTimeout` raised in the handler; hard: the watchdog exits the process), and a
-memory cap applied by whoever starts the process. What crosses a call is bounded too (`awm_rl.settings`):
+memory cap applied by whoever starts the process. What crosses a call is bounded too (`awm_resources.settings`):
 arguments above `AWM_MAX_REQUEST_BYTES` are refused (an agent error, 413) and an answer above
 `AWM_MAX_ANSWER_BYTES` is dropped as the app streams it out (an environment error, 502, naming both sizes),
 so no oversized answer leaves the worker, whoever called (pool, `awm serve`, env check, quality probe).
@@ -43,7 +43,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from awm_rl import settings
+from awm_resources.settings import load_settings
 from awm_rl.limits import CallTimeout, Watchdog, deadline, untrusted
 from awm_rl.runtime.asgi import AnswerTooLarge, asgi_request
 from awm_rl.runtime.db import (_Slot, build_template, current_slot, open_instance_db, write_db_file)
@@ -185,9 +185,9 @@ class ScenarioHost:
         c0 = time.process_time()
         self.scenario = scenario
         self.call_timeout_s = call_timeout_s
-        # what may leave (an answer) and come in (the arguments), `awm_rl.settings` unless given
-        self.max_answer_bytes = max_answer_bytes or settings.max_answer_bytes()
-        self.max_request_bytes = max_request_bytes or settings.max_request_bytes()
+        # what may leave (an answer) and come in (the arguments), the isolation settings unless given
+        self.max_answer_bytes = max_answer_bytes or load_settings().isolation.max_answer_bytes
+        self.max_request_bytes = max_request_bytes or load_settings().isolation.max_request_bytes
         self.max_open_instances = max(1, max_open_instances)
         self._open: OrderedDict[str, _Instance] = OrderedDict()  # instances with a connection, oldest use first
         self._ids = itertools.count(1)

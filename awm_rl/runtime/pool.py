@@ -256,9 +256,10 @@ class EnvironmentPool:
         # `max_open_instances`: open instance databases per scenario and host before idle ones are parked
         host_options: dict[str, Any] = {} if max_open_instances is None else {"max_open_instances": max_open_instances}
         # the answer and request limits as this driver reads them (AWM_MAX_ANSWER_BYTES, AWM_MAX_REQUEST_BYTES)
-        from awm_rl import settings
+        from awm_resources.settings import load_settings
 
-        host_options.update(max_answer_bytes=settings.max_answer_bytes(), max_request_bytes=settings.max_request_bytes())
+        isolation = load_settings().isolation
+        host_options.update(max_answer_bytes=isolation.max_answer_bytes, max_request_bytes=isolation.max_request_bytes)
         self._actors = [Actor.remote(str(self.store.root), call_timeout_s=call_timeout_s,
                                      memory_mb=host_memory_mb, rss_cap_mb=host_rss_cap_mb, **host_options)
                         for _ in range(num_hosts)]

@@ -11,7 +11,7 @@
   the project's own packages; nothing else of the host exists inside (no home directory, no
   project `.env`, no `/run`, no Ray session folder),
 - with an empty `/tmp` and `/dev/shm`, each a tmpfs of `scratch_mb` MB (`--size`; the role's
-  `awm_rl.settings.scratch_mb`): tmpfs pages are host memory that the worker's address-space cap does not
+  `awm_resources.settings.scratch_mb`): tmpfs pages are host memory that the worker's address-space cap does not
   count, so without a size a handler writing into `/tmp` took 4.5 GB of the host in seconds; at the
   limit a write fails with `OSError: [Errno 28] No space left on device` in that call; the rest of
   `/dev` is read-only; only the given folders are writable besides (see `awm_rl.runtime.check`),
@@ -22,7 +22,8 @@
 - as `nobody` (65534) in a new user namespace with no capabilities, which cannot create further user
   namespaces (`--disable-userns`, bubblewrap 0.8+; left out when this bwrap lacks it),
 - under a seccomp filter (`awm_rl.runtime.seccomp`: ptrace, mount, namespaces, keyrings, bpf, io_uring,
-  perf events... denied): `sandboxed_command` sets `AWM_SECCOMP=1` and the worker's entry point applies it
+  perf events... denied): `sandboxed_command` sets `AWM_SECCOMP=1` in the worker's own environment (an
+  internal signal from parent to child, not a setting) and the worker's entry point applies the filter
   before it imports or runs generated code, or exits rather than run unfiltered.
 
 Availability is detected once (bwrap is on PATH and a trivial sandboxed interpreter starts).
@@ -31,7 +32,7 @@ unavailable (a loud warning is logged once and callers fall back to their Python
 `awm_rl.limits`, which stay on as defence in depth in both cases). `AWM_SANDBOX=off` turns it off
 on purpose (debugging). Callers report the level (check results, `awm bench serve`).
 `seccomp_level()` says whether the workers filter themselves: "seccomp: N syscalls denied ... (arch)", or
-"off: <reason>" (no sandbox, an unsupported architecture, `AWM_SECCOMP=off` for debugging); the detection
+"off: <reason>" (no sandbox, an unsupported architecture, `AWM_SANDBOX_SECCOMP=off` for debugging); the detection
 probe applies the filter once inside bubblewrap to find out.
 """
 
@@ -50,6 +51,8 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
+from awm_resources.settings import load_settings
+
 log = logging.getLogger(__name__)
 
 NOBODY = 65534
@@ -66,7 +69,6 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezon
               "alternatives")
 # What bwrap itself is started with: its PID-1 helper keeps this environment and it is readable inside.
 _LAUNCH_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-_OFF = ("off", "0", "none", "false", "no")
 _SECCOMP_MODULE = Path(__file__).with_name("seccomp.py")
 
 
@@ -134,7 +136,7 @@ def _base_args(*, user_ns: bool, disable_userns: bool = False, scratch_mb: int |
 def _fd_limit() -> list[str]:
     """`prlimit --nofile=N:N --` before bwrap (it execs it: same pid), N = `AWM_WORKER_FDS`: kernel memory
     queued in sockets (500 socket pairs held 111 MB) counts against no other limit of the worker."""
-    from awm_rl.settings import worker_fds
+    from awm_resources.settings import worker_fds
 
     prlimit = shutil.which("prlimit", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
     if prlimit is None:
@@ -149,7 +151,7 @@ def _fd_limit() -> list[str]:
 
 def scratch_bytes(scratch_mb: int | None = None) -> int:
     """Size of each tmpfs of a sandboxed worker: `scratch_mb` MB, by default the "host" role's setting."""
-    from awm_rl.settings import scratch_mb as setting
+    from awm_resources.settings import scratch_mb as setting
 
     return int(scratch_mb if scratch_mb is not None else setting("host")) * 2**20
 
@@ -207,12 +209,13 @@ if {seccomp}:
 def _detect() -> _Detected:
     """Runs a trivial sandboxed interpreter once per process: with a user namespace and
     --disable-userns, then without the flag (an older bwrap), then without a user namespace."""
-    if os.environ.get("AWM_SANDBOX", "").lower() in _OFF:
+    isolation = load_settings().isolation
+    if not isolation.sandbox:
         return _Detected("none: disabled by AWM_SANDBOX=off", False, False, "off: no sandbox (AWM_SANDBOX=off)")
     bwrap = bwrap_path()
     if bwrap is None:
         return _Detected(f"none: bwrap not found ({INSTALL_HINT})", False, False, "off: no sandbox (bwrap not found)")
-    want_seccomp = os.environ.get("AWM_SECCOMP", "").lower() not in _OFF
+    want_seccomp = isolation.sandbox_seccomp
     reasons = []
     for user_ns, disable_userns in ((True, True), (True, False), (False, False)):
         code = _PROBE.format(check_uid=user_ns, nobody=NOBODY, seccomp=want_seccomp, module=str(_SECCOMP_MODULE))
@@ -226,7 +229,7 @@ def _detect() -> _Detected:
         if done.returncode == 0:
             lines = done.stdout.strip().splitlines()
             seccomp = (lines[-1] if lines else "off: the probe reported nothing") if want_seccomp \
-                else "off: disabled by AWM_SECCOMP=off"
+                else "off: disabled by AWM_SANDBOX_SECCOMP=off"
             if user_ns and not disable_userns:
                 log.info("bubblewrap: --disable-userns unusable here (%s); nested user namespaces are denied by "
                          "the seccomp filter only", reasons[-1])
@@ -287,7 +290,7 @@ def sandboxed_command(argv: Sequence[str], *, writable: Iterable[Path] = (), rea
     With bubblewrap, `env` is set inside the sandbox only (plus `AWM_SECCOMP=1` when the seccomp filter
     works here: the worker's entry point must call `awm_rl.runtime.seccomp.enforce_in_sandbox()` first) and
     the launcher gets a minimal environment; without it (see `isolation_level()`), `argv` and `env` come back unchanged.
-    `scratch_mb`: MB of each of its tmpfs (`/tmp`, `/dev/shm`), by default `awm_rl.settings.scratch_mb("host")`.
+    `scratch_mb`: MB of each of its tmpfs (`/tmp`, `/dev/shm`), by default `awm_resources.settings.scratch_mb("host")`.
     """
     env = dict(env or {})
     if not sandbox_available():
@@ -313,15 +316,25 @@ def scratch_files(pid: int) -> int | None:
             return None
         total = 0
         for where in ("tmp", "dev/shm"):
-            st = os.statvfs(f"/proc/{inner[0]}/root/{where}")
+            path = f"/proc/{inner[0]}/root/{where}"
+            if os.stat(path).st_dev == _device(f"/{where}"):
+                return None  # bubblewrap is still setting up (or tearing down): the host's own folder
+            st = os.statvfs(path)
             total += st.f_files - st.f_ffree - 1  # less the mount's own root folder
         return total
     except (OSError, ValueError):
         return None
 
 
+def _device(path: str) -> int | None:
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
+
+
 def scratch_files_limit() -> int:
-    from awm_rl.settings import scratch_files
+    from awm_resources.settings import scratch_files
 
     return scratch_files()
 
@@ -329,7 +342,7 @@ def scratch_files_limit() -> int:
 def scratch_summary(role: str) -> str:
     """How a sandboxed worker of `role` is bounded on scratch space, for reports: "scratch: /tmp and /dev/shm
     64 MB each (tmpfs), 10,000 files in all", or "scratch: the host's /tmp, unbounded (no sandbox)"."""
-    from awm_rl.settings import scratch_mb
+    from awm_resources.settings import scratch_mb
 
     if not sandbox_available():
         return "scratch: the host's /tmp, unbounded (no sandbox)"

@@ -26,7 +26,8 @@ missing), is inherited by every child and survives `exec`, and cannot be removed
 `awm_rl.runtime.sandbox` sets `AWM_SECCOMP=1` in a sandboxed worker's environment when bubblewrap is in
 force and the filter works there; each sandboxed entry point calls `enforce_in_sandbox()` first, which
 then applies the filter or ends the process (exit status `EXIT_NO_FILTER`) rather than run unfiltered.
-`AWM_SECCOMP=off` in the host's environment leaves the filter out (debugging; reported as "off: ...").
+`AWM_SECCOMP` is only that signal from parent to child, never a user setting: `AWM_SANDBOX_SECCOMP=off`
+in the host's environment leaves the filter out (debugging; reported as "off: ...").
 This module uses the standard library only: the verifier worker loads it by path.
 """
 
@@ -225,14 +226,14 @@ def enforce_in_sandbox() -> str:
     """Called first by every sandboxed entry point: with `AWM_SECCOMP=1` (set by the sandbox), apply the
     filter or end this process with `EXIT_NO_FILTER` and a message on stderr; otherwise do nothing."""
     if os.environ.get(ENV_VAR) != "1":
-        return "off: not requested (no sandbox, or AWM_SECCOMP=off)"
+        return "off: not requested (no sandbox, or AWM_SANDBOX_SECCOMP=off)"
     try:
         return apply_filter()
     except Exception as exc:  # noqa: BLE001 - any failure means: do not run unfiltered
         try:
             sys.stderr.write(f"awm sandbox: the seccomp filter could not be applied ({type(exc).__name__}: {exc}); "
-                             "refusing to run generated code without it (AWM_SECCOMP=off on the host "
-                             "disables the filter)\n")
+                             "refusing to run generated code without it (AWM_SANDBOX_SECCOMP=off on the "
+                             "host disables the filter)\n")
             sys.stderr.flush()
         finally:
             os._exit(EXIT_NO_FILTER)

@@ -230,7 +230,7 @@ os.kill(os.getpid(), signal.SIGUSR1)  # a traced process stops on any signal
 return {"traced": rc == 0}
 ''')
     with monkeypatch.context() as m:
-        m.setenv("AWM_SECCOMP", "off")
+        m.setenv("AWM_SANDBOX_SECCOMP", "off")
         sandbox._detect.cache_clear()
         try:
             with VerifierSandbox(timeout_s=5) as box:
