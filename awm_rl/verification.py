@@ -20,26 +20,22 @@ verifier's verdict; a worker that hangs, dies or misbehaves is replaced.
 from __future__ import annotations
 
 import json
-import os
 import select
 import shutil
 import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from awm_rl.runtime.sandbox import (isolation_level, returncode_signal, sandbox_available, sandboxed_command,
-                                    seccomp_level, spawn)
-from awm_rl.settings import scratch_mb
+from awm_rl.runtime.process import WorkerProcess
+from awm_rl.runtime.sandbox import isolation_level, sandbox_available, sandboxed_command, seccomp_level
+from awm_resources.settings import scratch_mb
 
 # The import allow-list lives in the worker script (ALLOWED_IMPORTS there): it runs stdlib-only.
 WORKER_SCRIPT = Path(__file__).with_name("_verifier_worker.py")
@@ -144,8 +140,7 @@ class VerifierSandbox:
             raise ValueError(f"memory_mb must be at least 64 (the interpreter needs ~20 MB), got {memory_mb}")
         self.timeout_s = float(timeout_s)
         self.memory_mb = int(memory_mb)
-        self._proc: subprocess.Popen | None = None
-        self._stderr_tail: deque[str] = deque(maxlen=40)
+        self._worker: WorkerProcess | None = None
         self._scratch = Path(tempfile.mkdtemp(prefix="awm-verify-"))
         self._scratch.chmod(0o711)  # a worker that dropped to `nobody` may open files by name only
         self._pristine: dict[tuple[str, int, int], Path] = {}
@@ -216,7 +211,7 @@ class VerifierSandbox:
             return self._worker_died(f"worker stopped accepting jobs: {exc}")
         line = self._read_line(proc, self.timeout_s + _GRACE_S)
         if line is None:
-            if proc.poll() is None:
+            if proc.running():
                 self._stop_worker()
                 return {
                     "error_kind": "timeout",
@@ -235,23 +230,22 @@ class VerifierSandbox:
         return reply
 
     def _worker_died(self, what: str) -> dict:
-        proc = self._proc
-        code = proc.wait(timeout=5) if proc is not None else None
-        self._proc = None
-        stderr = "".join(self._stderr_tail).strip()[-800:]
-        sig = returncode_signal(code)
-        if sig in (signal.SIGXCPU, signal.SIGKILL):
-            return {"error_kind": "timeout", "error": f"{what}: CPU time limit reached (signal {sig})"}
-        kind = "memory" if "MemoryError" in stderr else "crash"
-        return {"error_kind": kind, "error": f"{what} (exit code {code}); stderr: {stderr or '(empty)'}"}
+        worker, self._worker = self._worker, None
+        if worker is None:
+            return {"error_kind": "crash", "error": f"{what} (no worker)"}
+        death = worker.death(wait_s=5)
+        if death.signal in (signal.SIGXCPU, signal.SIGKILL):
+            return {"error_kind": "timeout", "error": f"{what}: CPU time limit reached (signal {death.signal})"}
+        stderr = death.stderr(lines=40, chars=800, sep="\n")
+        return {"error_kind": "memory" if death.out_of_memory else "crash",
+                "error": f"{what} (exit code {death.status}); stderr: {stderr or '(empty)'}"}
 
     # ----------------------------------------------------------------------------- worker
 
-    def _ensure_worker(self) -> subprocess.Popen:
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc
-        self._proc = None
-        self._stderr_tail.clear()
+    def _ensure_worker(self) -> WorkerProcess:
+        if self._worker is not None and self._worker.running():
+            return self._worker
+        self._worker = None
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
                "HOME": "/tmp"}
         cpu_budget = 1_000_000  # the per-job soft limit (in each job's process) is what counts
@@ -261,38 +255,19 @@ class VerifierSandbox:
         # The scratch folder (database copies) is read-only inside; the worker's code is too.
         argv, env = sandboxed_command(argv, readable=[self._scratch, WORKER_SCRIPT.parent], env=env,
                                       cwd=self._scratch, scratch_mb=scratch_mb("verifier"))
-        proc = spawn(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=self._scratch,
-            env=env,
-            text=True,
-            encoding="utf-8",
-            bufsize=1,
-            start_new_session=True,
-        )
-        threading.Thread(target=self._drain_stderr, args=(proc,), daemon=True).start()
+        worker = WorkerProcess(argv, env=env, cwd=self._scratch, text=True, tail_lines=40)
         self.workers_started += 1
-        line = self._read_line(proc, _START_TIMEOUT_S)
+        line = self._read_line(worker, _START_TIMEOUT_S)
         if line is None or '"ready"' not in line:
-            self._proc = proc
-            self._stop_worker()
-            stderr = "".join(self._stderr_tail).strip()[-800:]
+            worker.close()
+            stderr = worker.death(wait_s=0).stderr(lines=40, chars=800, sep="\n")
             raise RuntimeError(f"verifier worker did not start ({WORKER_SCRIPT}): {stderr or line!r}")
-        self._proc = proc
-        return proc
-
-    def _drain_stderr(self, proc: subprocess.Popen) -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            self._stderr_tail.append(line[:400])
+        self._worker = worker
+        return worker
 
     @staticmethod
-    def _read_line(proc: subprocess.Popen, timeout_s: float) -> str | None:
+    def _read_line(proc: WorkerProcess, timeout_s: float) -> str | None:
         """One protocol line, or None on timeout or end of stream."""
-        assert proc.stdout is not None
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -304,24 +279,9 @@ class VerifierSandbox:
                 return line or None
 
     def _stop_worker(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        for stream in (proc.stdin, proc.stdout):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close()
 
     # ----------------------------------------------------------------------------- databases
 

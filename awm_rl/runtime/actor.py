@@ -40,18 +40,17 @@ import json
 import os
 import re
 import sqlite3
-import subprocess
 import sys
 import threading
 import time
 import warnings
-from collections import deque
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost
+from awm_rl.runtime.process import WorkerProcess
 from awm_rl.runtime.protocol import (SNAPSHOT_NAME, CallOp, OpError, ProtocolError, SnapshotBytesOp, SnapshotOp,
                                      ToolResult, decode_op, encode_message, environment_error, failed, read_message)
 
@@ -115,11 +114,12 @@ def make_env_host(store_root: str, *, isolate: bool | None = None, **options: An
 
 
 def _limits(max_answer_bytes: int | None, max_request_bytes: int | None) -> dict[str, int]:
-    """The answer and request limits, resolved in this process (`awm_rl.settings`) unless given."""
-    from awm_rl import settings
+    """The answer and request limits, resolved in this process (`awm_resources.settings`) unless given."""
+    from awm_resources.settings import load_settings
 
-    return {"max_answer_bytes": max_answer_bytes or settings.max_answer_bytes(),
-            "max_request_bytes": max_request_bytes or settings.max_request_bytes()}
+    isolation = load_settings().isolation
+    return {"max_answer_bytes": max_answer_bytes or isolation.max_answer_bytes,
+            "max_request_bytes": max_request_bytes or isolation.max_request_bytes}
 
 
 class InProcessHost(EnvHost):
@@ -462,29 +462,15 @@ class _ScenarioWorker:
         self.busy_budget = 0.0
         self.alive = True
         self.cause = "running"
-        self._killed_why: str | None = None
-        self._stderr_tail: deque[str] = deque(maxlen=12)
         argv, env = sandboxed_command(
             [sys.executable, "-m", "awm_rl.runtime.actor", owner.store_root, json.dumps(owner._options), scenario],
             readable=[folder],  # its own scenario's folder only, read-only
             env=untrusted_env(PYTHONDONTWRITEBYTECODE="1", HOME="/tmp", TMPDIR="/tmp"), cwd=Path("/tmp"))
-        from awm_rl.runtime.sandbox import spawn  # from a thread that lives as long as this process
-
         try:
-            self.proc = spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                              start_new_session=True)
+            self.process = WorkerProcess(argv, env=env, log_prefix=scenario)
         except OSError as exc:
             raise _ImportCrash(f"cannot start the isolated worker of {scenario!r}: {exc}") from None
-        self.pid = self.proc.pid
-        threading.Thread(target=self._pump_stderr, name=f"awm-worker-stderr-{scenario}", daemon=True).start()
-
-    def _pump_stderr(self) -> None:
-        """Forward the worker's stderr to the actor's log, keeping its tail for crash reports."""
-        for raw in iter(self.proc.stderr.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip()
-            self._stderr_tail.append(line[:400])
-            sys.stderr.write(f"[{self.scenario}] {line}\n")
-        sys.stderr.flush()
+        self.pid = self.process.pid
 
     def start(self, timeout_s: float) -> dict[str, Any]:
         """Wait for the worker's import; raises _ImportCrash when it ends (or is killed) before ready."""
@@ -492,7 +478,7 @@ class _ScenarioWorker:
         self.busy_until = time.monotonic() + timeout_s
         _STARTING.add(self)
         try:
-            ready = read_message(self.proc.stdout)
+            ready = read_message(self.process.stdout)
             if not isinstance(ready, dict) or not ready.get("ready"):
                 raise EOFError("the worker sent something other than its ready message")
             return ready
@@ -510,8 +496,9 @@ class _ScenarioWorker:
         self.busy_budget = budget_s
         self.busy_until = time.monotonic() + budget_s
         try:
-            self.proc.stdin.write(encode_message({"m": method, "ops": ops}))
-            self.proc.stdin.flush()
+            wire = [op.wire() for op in ops] if ops is not None else None
+            self.process.stdin.write(encode_message({"m": method, "ops": wire}))
+            self.process.stdin.flush()
             return True
         except (OSError, ValueError) as exc:
             self._ended(exc)
@@ -520,7 +507,7 @@ class _ScenarioWorker:
     def receive(self) -> Any:
         """Read one answer (the caller holds `lock`); None when the worker ended instead."""
         try:
-            return read_message(self.proc.stdout)
+            return read_message(self.process.stdout)
         except (EOFError, OSError, ValueError) as exc:
             self._ended(exc)
             return None
@@ -531,33 +518,17 @@ class _ScenarioWorker:
         return self.receive() if self.send(method, None, budget_s) else None
 
     def kill(self, why: str) -> None:
-        self._killed_why = self._killed_why or why
-        try:
-            self.proc.kill()  # bubblewrap; its PID namespace (the worker and whatever it started) goes with it
-        except OSError:
-            pass
+        self.process.kill(why)
 
     def _ended(self, exc: BaseException) -> None:
-        from awm_rl.runtime.sandbox import returncode_signal
-
         self.alive = False
         self.busy_until = None
-        self.kill("its pipe broke")
-        try:
-            code = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            code = None
-        time.sleep(0.05)  # let the stderr pump catch the last lines
-        sig = returncode_signal(code)
-        if self._killed_why and self._killed_why != "its pipe broke":
-            cause = f"the worker was killed: {self._killed_why}"
-        elif sig is not None:
-            cause = f"the worker was killed by signal {sig}" + (" (segmentation fault)" if sig == 11 else "")
-        else:
-            cause = f"the worker exited with status {code}"
-        tail = [line for line in self._stderr_tail if line.strip()][-3:]
-        if tail:
-            cause += "; its stderr ended with: " + " | ".join(tail)[-600:]
+        self.process.kill()  # its pipe broke: make sure it is gone
+        death = self.process.death()
+        cause = f"the worker was {death.cause()}" if death.killed_why or death.signal is not None \
+            else f"the worker {death.cause()}"
+        if death.stderr():
+            cause += "; its stderr ended with: " + death.stderr()
         self.cause = cause
         sys.stderr.write(f"awm host: the isolated worker of {self.scenario!r} ended ({exc}): {cause}\n")
         sys.stderr.flush()

@@ -47,9 +47,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from awm_rl.limits import untrusted_env
-from awm_rl.settings import scratch_mb
-from awm_rl.runtime.sandbox import (isolation_level, returncode_signal, sandboxed_command, scratch_files,
-                                    scratch_files_limit, scratch_summary, seccomp_level, spawn)
+from awm_resources.settings import scratch_mb
+from awm_rl.runtime.process import WorkerProcess
+from awm_rl.runtime.sandbox import (isolation_level, sandboxed_command, scratch_files, scratch_files_limit,
+                                    scratch_summary, seccomp_level)
 
 # Interpreter start plus FastAPI/SQLAlchemy/pydantic imports on a busy 2-core machine.
 STARTUP_ALLOWANCE_S = 20.0
@@ -88,17 +89,6 @@ class EnvCodeCheck(BaseModel):
     accepts_database_url: bool | None = Field(
         default=None, description="the code used DATABASE_PATH as given when it is a sqlite:/// URL (the published "
                                   "pipeline's form); False: it prefixed sqlite:/// itself; None: it made no engine")
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _tail(text: str, n: int = 2000) -> str:
-    return text if len(text) <= n else "..." + text[-n:]
 
 
 def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | None = None,
@@ -147,21 +137,16 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
                                       env=untrusted_env(PYTHONDONTWRITEBYTECODE="1", HOME=str(work), TMPDIR="/tmp"),
                                       cwd=work, scratch_mb=scratch_mb("check"))
         started = time.monotonic()
-        with open(work / "stderr.txt", "wb") as err, open(work / "stdout.txt", "wb") as out:
-            proc = spawn(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=work, env=env,
-                         start_new_session=True)
+        with open(work / "stdout.txt", "wb") as out:
+            worker = WorkerProcess(argv, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=out, tail_lines=40)
             try:
-                rc, over = _wait_within(proc, timeout_s * (3 if probe or solutions else 1) + STARTUP_ALLOWANCE_S,
-                                        writable, disk_limit)
+                rc, over = _wait_within(worker.proc, timeout_s * (3 if probe or solutions else 1)
+                                        + STARTUP_ALLOWANCE_S, writable, disk_limit)
                 timed_out = rc is None and over is None
             finally:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
-                except ProcessLookupError:
-                    pass
-                proc.wait()
+                worker.close(wait_s=None)  # the worker and anything it started
         elapsed = time.monotonic() - started
-        stderr = (work / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+        death = worker.death(wait_s=0)
         result_file = work / "result.json"
         if result_file.is_file():
             data = json.loads(result_file.read_text(encoding="utf-8"))
@@ -177,13 +162,13 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
         elif timed_out:
             why = f"the check did not finish within {timeout_s + STARTUP_ALLOWANCE_S:.0f}s (killed after {elapsed:.0f}s); " \
                   "the code probably hangs at import or in its health check"
-        elif returncode_signal(rc) is not None:
-            sig = returncode_signal(rc)
-            why = f"the worker crashed with {_signal_name(-sig)}" + (" (segmentation fault)" if sig == signal.SIGSEGV else "")
+        elif death.signal is not None:
+            why = f"the worker was {death.cause()}"
         else:
-            why = f"the worker exited with status {rc} before reporting (the code may call os._exit, or ran out of memory)"
-        if stderr.strip():
-            why += f"\nworker stderr (tail):\n{_tail(stderr)}"
+            why = f"the worker {death.cause()} before reporting (the code may call os._exit, or ran out of memory)"
+        stderr = death.stderr(lines=40, chars=2000, sep="\n")
+        if stderr:
+            why += f"\nworker stderr (tail):\n{stderr}"
         return EnvCodeCheck(ok=False, lines_of_code=lines, error=why, exit_code=rc)
     finally:
         shutil.rmtree(work, ignore_errors=True)
