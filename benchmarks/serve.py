@@ -230,7 +230,7 @@ def _ray_processes() -> dict[int, str]:
         return out
     try:
         live = node.live_processes()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - Ray private API: no process list means no per-process figures
         return out
     for role, proc in live:
         out[proc.pid] = role
@@ -338,7 +338,7 @@ def start_ours(pool: Any, scenarios: list[str], failures: Failures) -> dict[str,
     for s in home:  # every measurement calls a read tool of each scenario: one without any is left out
         try:
             info = discover_script(pool, s)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - recorded as this scenario's failure; the others go on
             failures.fail(s, "discovery", _short(exc), counted=False)
             continue
         if info["reads"]:
@@ -386,7 +386,7 @@ def _ours_host_timings(pool: Any, s: str, host: int, script: dict[str, Any], fai
     # nothing else competes for the cores)
     reads = [r["tool"] for r in script["reads"]] * 10
     ops = [CallOp(ids[0], r["tool"], r["args"]) for r in script["reads"]] * 10
-    for tool, timed_read in zip(reads, pool.run_timed(host, ops)):
+    for tool, timed_read in zip(reads, pool.run_timed(host, ops), strict=True):
         if bad(tool, timed_read):
             return
         acc["host_wall"].append(timed_read.wall_ms)
@@ -402,7 +402,7 @@ def _ours_latency(pool: Any, scripts: dict[str, Any], latency_calls: int, failur
         for s in scripts:
             try:
                 handles[s] = pool.acquire(s)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - recorded as this scenario's failure; the others go on
                 failures.fail(s, "latency", f"no instance: {_short(exc)}")
         reads_only = [(s, (r["tool"], r["args"])) for s in handles for r in scripts[s]["reads"]]
         for i in range(latency_calls if reads_only else 0):
@@ -471,10 +471,10 @@ def _ours_first_writes(pool: Any, scripts: dict[str, Any], instances: int, failu
     per = [instances // len(scenarios) + (1 if i < instances % len(scenarios) else 0) for i in range(len(scenarios))]
     t = time.perf_counter()
     all_handles: list[tuple[str, int, Any]] = []
-    for s, k in zip(scenarios, per):
+    for s, k in zip(scenarios, per, strict=True):
         try:
             all_handles += [(s, j, h) for j, h in enumerate(pool.acquire_many(s, k))]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - recorded as this scenario's failure; the others go on
             failures.fail(s, "isolation", f"could not create {k} instances: {_short(exc)}")
     out["acquire_all_s"] = round(time.perf_counter() - t, 2)
     out["acquire_ms_mean"] = round((time.perf_counter() - t) * 1000 / max(1, instances), 4)
@@ -489,13 +489,13 @@ def _ours_first_writes(pool: Any, scripts: dict[str, Any], instances: int, failu
     first = asyncio.run(first_write())
     out["materialize_all_s"] = round(time.perf_counter() - t, 2)
     out["first_write_ok"] = sum(1 for r in first if r.ok)
-    for (s, j, _h), r in zip(all_handles, first):
+    for (s, j, _h), r in zip(all_handles, first, strict=True):
         fault = _ours_fault(first_call(s, j)[0], r)
         if fault:
             failures.fail(s, "isolation", fault)
         else:
             failures.answered(s, r.status)
-    return [(s, j, h, r) for (s, j, h), r in zip(all_handles, first)]
+    return [(s, j, h, r) for (s, j, h), r in zip(all_handles, first, strict=True)]
 
 
 def _ours_throughput(pool: Any, scripts: dict[str, Any], picked: list[tuple[str, int, Any]],
@@ -613,7 +613,7 @@ def _isolation(pool: Any, handles: list[tuple[str, int, Any]], wrote: dict[int, 
     snaps = asyncio.run(snap_all())
     own_only = writers = 0
     problems: list[str] = []
-    for (s, j, h), snap in zip(handles, snaps):
+    for (s, j, h), snap in zip(handles, snaps, strict=True):
         if not usable(s, snap):
             continue
         expected = {f"{MARK}-{j}"} if wrote.get(id(h)) else set()
@@ -630,7 +630,7 @@ def _isolation(pool: Any, handles: list[tuple[str, int, Any]], wrote: dict[int, 
     snaps = asyncio.run(snap_all())
     initial_digest: dict[str, list] = {}
     equal = 0
-    for (s, _j, h), snap in zip(handles, snaps):
+    for (s, _j, h), snap in zip(handles, snaps, strict=True):
         if not usable(s, snap):
             continue
         if s not in initial_digest:
@@ -1057,20 +1057,19 @@ def _measure(pool: Any, started: dict[str, Any], store_root: Path, *, latency_ca
         baseline.each()
         each = ours_each(pool, {s: scripts[s] for s in live()}, started["home"], failures=ours_f,
                          latency_calls=latency_calls)
-        ran = {"baseline": None, "ours": None}  # the scenarios each side's all-at-once phases last ran with
+        ran: dict[str, list[str] | None] = {"baseline": None, "ours": None}  # the scenarios each side last ran with
+        everything: dict[str, Any] = {}  # each side's latest all-at-once result
         runs = {"baseline": 0, "ours": 0}
         while True:
             now = live()
             side = next((k for k in ("baseline", "ours") if ran[k] != now), None)
             if side is None:
-                return (summarize_ours(each, ours_everything, started, now, ours_f),
-                        baseline.summary(base_everything, now), now, runs)
+                return (summarize_ours(each, everything["ours"], started, now, ours_f),
+                        baseline.summary(everything["baseline"], now), now, runs)
             runs[side] += 1
             ran[side] = now
-            if side == "baseline":
-                base_everything = baseline.all(now)
-            else:
-                ours_everything = ours_all(pool, {s: scripts[s] for s in now}, failures=ours_f, **kw_ours)
+            everything[side] = (baseline.all(now) if side == "baseline" else
+                                ours_all(pool, {s: scripts[s] for s in now}, failures=ours_f, **kw_ours))
     finally:
         baseline.close()
 
