@@ -21,6 +21,19 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Tests that wait on daemon-launched runs: sensors look every 4 s (30 s by default) and queued runs start
+# within a second (Dagster's default checks every 5 s); a serial suite otherwise sits idle between ticks.
+TEST_SENSOR_INTERVAL_S = "4"
+
+
+def daemon_dagster_home(dagster_home: Path) -> Path:
+    """`dagster_home` holding the project's dagster.yaml with the run queue checked every second."""
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    config = (PROJECT_ROOT / "dagster.yaml").read_text(encoding="utf-8")
+    (dagster_home / "dagster.yaml").write_text(config + "\nrun_queue:\n  dequeue_interval_seconds: 1\n",
+                                               encoding="utf-8")
+    return dagster_home
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_home(tmp_path_factory):
@@ -81,3 +94,15 @@ def demo_synthesis(tmp_path_factory):
     yield {"instance": instance, "store": ArtifactStore(root), "root": root, "gen": gen, "runs": runs,
            "catalog": catalog, "pristine": pristine}
     instance.dispose()
+
+
+@pytest.fixture(scope="session")
+def ray_address() -> str:
+    """The session's local Ray cluster, the one in-process tests share (started here if none is yet): a driver
+    in a subprocess joins it with RAY_ADDRESS instead of starting a cluster of its own."""
+    import ray
+
+    from awm_resources.ray_cluster import init_ray
+
+    init_ray()
+    return ray.get_runtime_context().gcs_address

@@ -21,11 +21,12 @@ STEP_KEYS = {"reward_mean", "reward_std", "completion_rate", "format_error_ratio
 
 
 @pytest.fixture(scope="module")
-def tiny_run(training_store, tmp_path_factory):
+def tiny_run(training_store, ray_address, tmp_path_factory):
+    """The script as a user runs it, joining the session's Ray cluster (RAY_ADDRESS) rather than starting one."""
     out = tmp_path_factory.mktemp("tiny_run") / "run"
-    env = {**os.environ, "AWM_HOME": str(training_store.root), "OUTPUT": str(out), "PYTHON": sys.executable}
+    env = {**os.environ, "AWM_HOME": str(training_store.root), "OUTPUT": str(out), "PYTHON": sys.executable,
+           "RAY_ADDRESS": ray_address}
     env.pop("CONFIG", None)
-    env.pop("RAY_ADDRESS", None)
     proc = subprocess.run(["bash", str(PROJECT_ROOT / "scripts" / "train_single_gpu.sh")], cwd=PROJECT_ROOT, env=env,
                           capture_output=True, text=True, timeout=480)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
