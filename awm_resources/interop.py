@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from awm_resources.documents import SCENARIO_FILE, TASKS_FILE, VERIFIERS_FILE, dump, verifier_functions
 from awm_resources.names import normalize_scenario_name
 from awm_resources.published_verifiers import published_records
 from awm_resources.sqlite_build import (
@@ -38,7 +39,6 @@ from awm_resources.sqlite_build import (
 from awm_resources.store import PIPELINE_STAGES, ArtifactStore, stage_status_doc
 
 IMPORT_THRESHOLD = 0.10  # the paper's tolerance for failing tables / inserts
-VERIFY_FUNCTIONS = re.compile(r"^\s*(?:async\s+)?def\s+(verify_task(?:_completion)?)\s*\(", re.M)
 OPERATION_ID = re.compile(r"operation_id\s*=\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]")
 
 
@@ -291,7 +291,7 @@ def _verifier_entry(loc: _Located, file_stem: str) -> dict[str, Any]:
         "task_idx": rec.task_idx,
         "task": rec.task,
         "file": file_stem,
-        "functions": VERIFY_FUNCTIONS.findall(code),
+        "functions": verifier_functions(code),
         "code": code,
         "verification": rec.verification,
     }
@@ -332,12 +332,12 @@ def _stage_files(parts: _Parts, key: str, staging: Path, issues: list[ImportIssu
     }
     if sc is None:
         issues.append(ImportIssue("gen_scenario.jsonl", None, key, "scenario has no gen_scenario record (no description)"))
-    put("scenario", "scenario.json", _artifact_json(scenario_doc))
+    put("scenario", SCENARIO_FILE, _artifact_json(scenario_doc))
     meta["scenario"] = {"has_description": sc is not None}
 
     if "gen_tasks" in b:
         tasks = b["gen_tasks"].record.tasks
-        put("tasks", "tasks.json", _artifact_json({"tasks": tasks}))
+        put("tasks", TASKS_FILE, _artifact_json({"tasks": tasks}))
         meta["tasks"] = {"tasks": len(tasks), "valid": bool(tasks) and len(set(tasks)) == len(tasks)}
 
     tables: list[SchemaTable] | None = None
@@ -403,7 +403,7 @@ def _stage_files(parts: _Parts, key: str, staging: Path, issues: list[ImportIssu
 
     if parts.verifiers:
         entries = [_verifier_entry(loc, stem) for (stem, _), loc in sorted(parts.verifiers.items(), key=lambda kv: (kv[0][1], kv[0][0]))]
-        put("verifiers", "verifiers.json", _artifact_json({"verifiers": entries}))
+        put("verifiers", VERIFIERS_FILE, _artifact_json({"verifiers": entries}))
         covered = {e["task_idx"] for e in entries if e["functions"]}
         n_tasks = len(b["gen_tasks"].record.tasks) if "gen_tasks" in b else 0
         meta["verifiers"] = {"verifiers": len(covered), "entries": len(entries), "valid": bool(covered) and len(covered) >= n_tasks,
@@ -437,15 +437,15 @@ def _build_scenario(src: str, key: str, entry: _Index, staging_root: str) -> tup
 
 def _existing_source(store: ArtifactStore, key: str) -> str | None:
     """Where the stored scenario came from: its import folder, 'synthesis', or None when there is none."""
-    if not store.has(key, "scenario.json"):
+    if not store.has(key, SCENARIO_FILE):
         return None
     try:
-        if store.read_json(key, "scenario.json").get("source", "synthesized") != "imported":
+        if store.scenario(key).source != "imported":
             return "synthesis"
-        status = store.stage_status(key, "scenario") or {}
+        status = store.status(key, "scenario")
     except (OSError, ValueError):
         return "an unreadable scenario"
-    return status.get("source_dir") or "an unknown folder"
+    return (status.metric("source_dir", None) if status else None) or "an unknown folder"
 
 
 def _swap_in(store: ArtifactStore, key: str, staging: Path) -> None:
@@ -556,12 +556,12 @@ def export_awm_dir(store: ArtifactStore, dest: Path | str, scenarios: list[str] 
         lines[stem].append(json.dumps(obj, ensure_ascii=False))
 
     for key in scenarios or store.list_scenarios():
-        sc = store.read_json(key, "scenario.json")
-        name = sc.get("name") or key
-        if sc.get("description") is not None:
-            emit("gen_scenario", {"name": name, "description": sc["description"]})
-        if store.has(key, "tasks.json"):
-            emit("gen_tasks", {"scenario": name, "tasks": store.read_json(key, "tasks.json")["tasks"]})
+        sc = store.scenario(key)
+        name = sc.name or key
+        if sc.description is not None:
+            emit("gen_scenario", {"name": name, "description": sc.description})
+        if store.has(key, TASKS_FILE):
+            emit("gen_tasks", {"scenario": name, "tasks": store.tasks(key).tasks})
         if store.has(key, "schema.json"):
             schema = store.read_json(key, "schema.json")
             emit("gen_db", {"scenario": name, "db_schema": {"tables": schema["tables"]},
@@ -576,13 +576,14 @@ def export_awm_dir(store: ArtifactStore, dest: Path | str, scenarios: list[str] 
         if store.has(key, "api_spec.json"):
             emit("gen_spec", {"scenario": name, "api_spec": store.read_json(key, "api_spec.json")})
         if store.has(key, "server.py"):
-            status = store.stage_status(key, "env_code") or {}
-            emit("gen_envs", {"scenario": name, "db_path": status.get("db_path") or f"./outputs/databases/{key}.db",
+            status = store.status(key, "env_code")
+            db_path = status.metric("db_path", None) if status else None
+            emit("gen_envs", {"scenario": name, "db_path": db_path or f"./outputs/databases/{key}.db",
                               "full_code": store.read_text(key, "server.py")})
-        if store.has(key, "verifiers.json"):
-            for v in store.read_json(key, "verifiers.json")["verifiers"]:
-                for stem, verification in published_records(v):
-                    emit(stem, {"scenario": key, "task_idx": v["task_idx"], "task": v.get("task"), "verification": verification})
+        if store.has(key, VERIFIERS_FILE):
+            for v in store.verifiers(key).verifiers:
+                for stem, verification in published_records(dump(v)):
+                    emit(stem, {"scenario": key, "task_idx": v.task_idx, "task": v.task, "verification": verification})
     written = {}
     for stem, rows in lines.items():
         if rows:

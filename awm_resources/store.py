@@ -21,19 +21,36 @@ from typing import Any, Iterator
 
 import psutil
 
+from awm_resources.documents import (
+    CATALOG_FILE,
+    QUALITY_FILE,
+    SCENARIO_FILE,
+    TASKS_FILE,
+    VERIFIERS_FILE,
+    AttemptRecord,
+    Catalog,
+    DocumentT,
+    QualityResult,
+    Scenario,
+    StageStatus,
+    TaskList,
+    VerifiersFile,
+    dump,
+    read,
+)
 from awm_resources.names import normalize_scenario_name
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 # Stage name -> the artifact files it owns (relative to the scenario folder).
 STAGE_FILES: dict[str, tuple[str, ...]] = {
-    "scenario": ("scenario.json",),
-    "tasks": ("tasks.json",),
+    "scenario": (SCENARIO_FILE,),
+    "tasks": (TASKS_FILE,),
     "db_schema": ("schema.sql", "schema.json"),
     "sample_data": ("sample.sql", "sample.json", "initial.db"),
     "api_spec": ("api_spec.json",),
     "env_code": ("server.py",),
-    "verifiers": ("verifiers.json",),
+    "verifiers": (VERIFIERS_FILE,),
 }
 STAGES: tuple[str, ...] = tuple(STAGE_FILES)
 PIPELINE_STAGES: tuple[str, ...] = STAGES[1:]  # the per-scenario stages after the scenario itself
@@ -136,7 +153,7 @@ class ArtifactStore:
             return []
         # Dot folders are an import's staging and replaced copies, never scenarios.
         return sorted(p.name for p in self.scenarios_root.iterdir()
-                      if not p.name.startswith(".") and (p / "scenario.json").is_file())
+                      if not p.name.startswith(".") and (p / SCENARIO_FILE).is_file())
 
     def has(self, key: str, filename: str) -> bool:
         return self.path(key, filename).is_file()
@@ -155,6 +172,52 @@ class ArtifactStore:
             return path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise FileNotFoundError(f"scenario {key!r} has no {filename} (looked at {path})") from None
+
+    # -- typed documents (awm_resources.documents) ---------------------------------------------
+    def document(self, key: str, filename: str, model: type[DocumentT]) -> DocumentT:
+        """A scenario's file as `model` (FileNotFoundError naming the scenario; DocumentError naming the field)."""
+        path = self.path(key, filename)
+        try:
+            return read(model, path)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"scenario {key!r} has no {filename} (looked at {path})") from None
+
+    def scenario(self, key: str) -> Scenario:
+        return self.document(key, SCENARIO_FILE, Scenario)
+
+    def tasks(self, key: str) -> TaskList:
+        return self.document(key, TASKS_FILE, TaskList)
+
+    def verifiers(self, key: str) -> VerifiersFile:
+        return self.document(key, VERIFIERS_FILE, VerifiersFile)
+
+    def status(self, key: str, stage: str) -> StageStatus | None:
+        """`stage_status`, typed."""
+        path = self.path(key, f"status/{stage}.json")
+        return read(StageStatus, path) if path.is_file() else None
+
+    def attempts(self, key: str, stage: str) -> list[AttemptRecord]:
+        """`list_attempts`, typed."""
+        folder = self.attempts_dir(key, stage)
+        files = sorted(folder.glob("*.json"), key=lambda p: int(p.stem)) if folder.is_dir() else []
+        return [read(AttemptRecord, p) for p in files]
+
+    def quality(self, key: str) -> QualityResult | None:
+        """The quality gate's last result for the scenario (current or not: see awm_rl.quality.results)."""
+        path = self.path(key, QUALITY_FILE)
+        return read(QualityResult, path) if path.is_file() else None
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.root / CATALOG_FILE
+
+    def catalog(self) -> Catalog | None:
+        """The catalog the environment_catalog asset last wrote, or None before the first refresh."""
+        return read(Catalog, self.catalog_path) if self.catalog_path.is_file() else None
+
+    def write_catalog(self, catalog: Catalog) -> Path:
+        atomic_write_json(self.catalog_path, dump(catalog))
+        return self.catalog_path
 
     # -- writes -------------------------------------------------------------------------------
     def write_json(self, key: str, filename: str, obj: Any) -> Path:
