@@ -21,7 +21,6 @@ from awm_rl.agent.loop import ToolEnvironments, discard_snapshot
 from awm_rl.reward import Judge, TaskRecord, load_tasks, score_episodes
 
 BUCKETS: list[tuple[str, int, int]] = [("0-2 calls", 0, 2), ("3-5 calls", 3, 5), ("6-9 calls", 6, 9), ("10+ calls", 10, 10**9)]
-CATALOG_FILE = "catalog.json"
 
 
 def bucket_of(tool_calls: int) -> str:
@@ -31,10 +30,9 @@ def bucket_of(tool_calls: int) -> str:
 def catalog_scenarios(store: ArtifactStore) -> list[str]:
     """Ready environments from `catalog.json` (the catalog asset's output), else every scenario with
     environment code, tasks and verifiers."""
-    path = store.root / CATALOG_FILE
-    if path.is_file():
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        return sorted(e["name"] for e in doc.get("environments", []) if e.get("ready", True))
+    catalog = store.catalog()
+    if catalog is not None:
+        return sorted(e.name for e in catalog.ready())
     return [s for s in store.list_scenarios()
             if all(store.has(s, f) for f in ("server.py", "initial.db", "tasks.json", "verifiers.json"))]
 

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from awm_resources.documents import QUALITY_FILE
 from awm_resources.store import ArtifactStore, atomic_write_json
 
-QUALITY_FILE = "quality.json"
 SOLUTIONS_FILE = "solutions.json"  # the reference solutions (awm_rl.quality.solutions)
 CHECKED_FILES = ("server.py", "initial.db", "tasks.json", "verifiers.json", SOLUTIONS_FILE)
 # Task verdicts that leave a task out of training, in the order they are reported.

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from awm_resources.documents import CODE_FUNCTION, SQL_FUNCTION, TASKS_FILE, VERIFIERS_FILE, verifier_functions
 from awm_resources.store import ArtifactStore
-
-CODE_FUNCTION = "verify_task_completion"
-SQL_FUNCTION = "verify_task"
 
 
 @dataclass
@@ -47,8 +45,6 @@ def _functions(entry: dict[str, Any]) -> list[str]:
     functions = entry.get("functions")
     if isinstance(functions, list) and functions:
         return functions
-    from awm_rl.verification import verifier_functions
-
     return verifier_functions(entry.get("code") or "")
 
 
@@ -68,13 +64,14 @@ def load_tasks(store: ArtifactStore, scenario: str) -> list[TaskRecord]:
     Tasks come from tasks.json; a scenario imported without it (partial AWM data) takes the task
     texts its verifier entries carry. Raises FileNotFoundError when it has neither file.
     """
-    has_tasks, has_verifiers = store.has(scenario, "tasks.json"), store.has(scenario, "verifiers.json")
+    has_tasks, has_verifiers = store.has(scenario, TASKS_FILE), store.has(scenario, VERIFIERS_FILE)
     if not has_tasks and not has_verifiers:
         raise FileNotFoundError(f"scenario {scenario!r} has neither tasks.json nor verifiers.json "
                                 f"(looked in {store.scenario_dir(scenario)})")
-    entries = store.read_json(scenario, "verifiers.json").get("verifiers", []) if has_verifiers else []
+    # Entries stay the file's dicts: typing them (VerifiersFile) costs 2.5x the JSON parse, on every load.
+    entries = store.read_json(scenario, VERIFIERS_FILE).get("verifiers", []) if has_verifiers else []
     if has_tasks:
-        tasks = store.read_json(scenario, "tasks.json").get("tasks", [])
+        tasks = store.tasks(scenario).tasks
     else:
         texts = {e["task_idx"]: e.get("task") or "" for e in entries if isinstance(e.get("task_idx"), int)}
         tasks = [texts.get(i, "") for i in range(max(texts, default=-1) + 1)]

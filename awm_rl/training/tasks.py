@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from awm_resources.documents import Catalog, CatalogEntry, DocumentError, parse
 from awm_resources.store import ArtifactStore
 from awm_rl.reward.tasks import TaskRecord, load_tasks
-
-CATALOG_FILE = "catalog.json"
 
 
 class CatalogError(RuntimeError):
@@ -38,9 +37,9 @@ class CatalogVersion:
         return {"path": self.path, "sha256": self.sha256, "environments": self.environments}
 
 
-def read_catalog(store: ArtifactStore, catalog_path: Path | None = None) -> tuple[list[dict[str, Any]], CatalogVersion]:
+def read_catalog(store: ArtifactStore, catalog_path: Path | None = None) -> tuple[list[CatalogEntry], CatalogVersion]:
     """The ready environments of the catalog file, and its version."""
-    path = Path(catalog_path) if catalog_path else store.root / CATALOG_FILE
+    path = Path(catalog_path) if catalog_path else store.catalog_path
     if not path.is_file():
         raise CatalogError(f"no environment catalog at {path}: run `awm catalog --refresh` (or materialize "
                            "`environment_catalog` in the UI) after `awm synth` or `awm import`, then train")
@@ -49,18 +48,20 @@ def read_catalog(store: ArtifactStore, catalog_path: Path | None = None) -> tupl
         doc = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise CatalogError(f"{path} is not JSON: {exc}") from None
-    entries = doc.get("environments") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
+    if not isinstance(doc, dict) or not isinstance(doc.get("environments"), list):
         raise CatalogError(f"{path} has no `environments` list")
-    ready = [e for e in entries if isinstance(e, dict) and e.get("name") and e.get("ready", True)]
-    return ready, CatalogVersion(str(path), hashlib.sha256(raw).hexdigest(), sorted(e["name"] for e in ready))
+    try:
+        ready = parse(Catalog, doc, path).ready()
+    except DocumentError as exc:
+        raise CatalogError(str(exc)) from None
+    return ready, CatalogVersion(str(path), hashlib.sha256(raw).hexdigest(), sorted(e.name for e in ready))
 
 
-def select_environments(entries: list[dict[str, Any]], scenarios: list[str] | None,
+def select_environments(entries: list[CatalogEntry], scenarios: list[str] | None,
                         max_scenarios: int | None, if_not_ready: str = "error") -> list[str]:
     """The environments to train on. Named ones that the catalog does not have ready are an error, or with
     `if_not_ready="use_catalog"` (a config's default list, e.g. tiny-cpu's) the catalog's ready ones instead."""
-    names = sorted(e["name"] for e in entries)
+    names = sorted(e.name for e in entries)
     if scenarios:
         missing = [s for s in scenarios if s not in names]
         if missing and if_not_ready != "use_catalog":
@@ -86,7 +87,7 @@ def judge_can_use(record: TaskRecord, mode: str) -> bool:
 
 
 def audit_exclusions(store: ArtifactStore, scenarios: list[str], how: str,
-                     entries: list[dict[str, Any]] | None = None) -> dict[str, list[int]]:
+                     entries: list[CatalogEntry] | None = None) -> dict[str, list[int]]:
     """Tasks to leave out per scenario because their verifier failed the do-nothing audit.
 
     `catalog`: the catalog entries' `excluded_tasks` (the catalog asset runs the audit), auditing
@@ -98,8 +99,7 @@ def audit_exclusions(store: ArtifactStore, scenarios: list[str], how: str,
     if how == "off":
         return {}
     if how == "catalog":
-        audited = {e["name"]: list(e.get("excluded_tasks") or []) for e in entries or []
-                   if e.get("trainable_tasks") is not None}
+        audited = {e.name: list(e.excluded_tasks) for e in entries or [] if e.trainable_tasks is not None}
         out = {s: audited[s] for s in scenarios if audited.get(s)}
         missing = [s for s in scenarios if s not in audited]
         if missing:

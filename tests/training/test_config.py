@@ -84,7 +84,7 @@ def test_catalog_errors_are_clear(training_store, tmp_path):
     with pytest.raises(CatalogError, match="not ready"):
         select_environments(entries, ["no_such_env"], None)
     # A config's default list (tiny-cpu's corpus pair) gives way to the catalog's ready environments.
-    ready = sorted(e["name"] for e in entries)
+    ready = sorted(e.name for e in entries)
     assert select_environments(entries, ["no_such_env", "gofundme"], None, "use_catalog") == ready[:2]
     assert select_environments(entries, ["gofundme"], None, "use_catalog") == ["gofundme"]
 
