@@ -65,7 +65,8 @@ def report_materializations(instance: dg.DagsterInstance, materializations: list
         ids = conn.execute(events_table.insert().returning(events_table.c.id, sort_by_parameter_order=True),
                            rows).scalars().all()
         storage._store_asset_event_tags(conn, entries, ids)
-        latest = {entry.dagster_event.asset_key: (entry, event_id) for entry, event_id in zip(entries, ids)}
+        latest = {entry.dagster_event.asset_key: (entry, event_id)
+                  for entry, event_id in zip(entries, ids, strict=True)}
         for entry, event_id in latest.values():
             storage._store_asset_event(conn, entry, event_id)
 

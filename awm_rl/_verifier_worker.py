@@ -398,7 +398,7 @@ def _run_in_child(request: dict, private_fds: list[int]) -> dict:
             view = memoryview(len(data).to_bytes(8, "big") + data)
             while view:
                 view = view[os.write(write_fd, view):]
-        except BaseException:  # noqa: BLE001
+        except BaseException:  # noqa: BLE001 - the child exits 70 on any failure; the parent reports it
             status = 70
         finally:
             os._exit(status)

@@ -49,7 +49,7 @@ def test_verifier_prompt_lists_exactly_the_sandbox_imports_and_they_import(initi
              "from urllib import parse": True, "from urllib import request": False, "import os": False}
     jobs = [VerifierJob(code=body.format(imports=imp), initial_db=initial, final_db=initial) for imp in cases]
     outcomes = run_verifiers(jobs, timeout_s=10)
-    for (imports, allowed), out in zip(cases.items(), outcomes):
+    for (imports, allowed), out in zip(cases.items(), outcomes, strict=True):
         assert out.ok is allowed, (imports, out.error)
         if not allowed:
             assert out.error_kind == "forbidden_import"

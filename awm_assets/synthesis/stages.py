@@ -318,7 +318,7 @@ def do_nothing_check(entries: list[dict[str, Any]], initial: Path, errors: dict[
                 owners.append(e["task_idx"])
     vacuous: set[int] = set()
     crashed: set[tuple[int, str]] = set()
-    for idx, job, out in zip(owners, jobs, run_verifiers(jobs, timeout_s=timeout_s)):
+    for idx, job, out in zip(owners, jobs, run_verifiers(jobs, timeout_s=timeout_s), strict=True):
         item = f"task_{idx}"
         if not out.ok and (idx, job.function) not in crashed:
             crashed.add((idx, job.function))
@@ -367,7 +367,7 @@ def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str
         jobs = [VerifierJob(code=runnable[int(k)][0], initial_db=Path(r["initial_db"]), final_db=Path(r["final_db"]),
                             final_answer=r.get("final_answer")) for k, r in runs.items()]
         outcomes = run_verifiers(jobs, timeout_s=float(ctx.settings.get("verifier_timeout_s", 10)))
-        for (k, run), outcome in zip(runs.items(), outcomes):
+        for (k, run), outcome in zip(runs.items(), outcomes, strict=True):
             if all(c["status"] < 400 for c in run["calls"]):
                 clean.add(int(k))
             if outcome.ok and outcome.verdict == "complete" and broken_call(run) is None:

@@ -149,7 +149,7 @@ def run_episode(pool: ToolEnvironments, policy: Policy, spec: EpisodeSpec, confi
             episode.initial_db, episode.final_db = str(initial_db), str(final_db)
         except _NoSnapshot:
             pass
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - recorded as the episode's environment error
             if episode.termination in ("final_answer", "max_turns"):
                 episode.termination = "environment_error"
                 episode.termination_detail = f"snapshot of the databases failed: {type(exc).__name__}: {exc}"

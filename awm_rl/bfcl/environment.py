@@ -117,7 +117,7 @@ class BFCLEnvironment:
     def reset(self, handle: CaseState) -> None:  # a case runs once per acquire
         raise NotImplementedError("BFCL cases are not reset; acquire the case again")
 
-    def snapshot(self, handle: CaseState) -> None:
+    def snapshot(self, handle: CaseState) -> None:  # noqa: ARG002 - the ToolEnvironments interface
         return None  # the backends' state is scored by BFCL's checker, not kept as databases
 
     def release(self, handle: CaseState) -> None:

@@ -61,7 +61,8 @@ def parse_call(text: str, methods: dict[str, Any]) -> tuple[str, dict[str, Any]]
         params = [p for p in inspect.signature(fn).parameters.values() if p.name != "self"]
         if len(args) > len(params):
             raise GroundTruthError(f"possible answer {text!r}: {len(args)} positional arguments for {name}")
-        kwargs = {**{p.name: v for p, v in zip(params, args)}, **kwargs}
+        # fewer positional arguments than parameters is normal: the rest are keywords or defaults
+        kwargs = {**{p.name: v for p, v in zip(params, args, strict=False)}, **kwargs}
     return name, kwargs
 
 

@@ -175,7 +175,7 @@ def _run_category(category: str, policy: Policy, cases: list[BFCLCase], out_dir:
 
 def _score_multi_turn(run: _Run, policy: Policy) -> list[dict[str, Any]]:
     rows = []
-    for case, episode in zip(run.cases, run.episodes):
+    for case, episode in zip(run.cases, run.episodes, strict=True):
         state = run.env.finished.get(case.id)
         model_result = state["calls"] if state else []
         verdict = score_case(case, model_result, model_name=f"{run.env.run_tag}_{case.index}")
@@ -197,13 +197,13 @@ def _single_turn_results(run: _Run) -> list[dict[str, Any]]:
     """BFCL's result entries of a single-turn category (what its checker reads)."""
     # No latency: BFCL would turn it into a GPU cost, and its statistics need two cases or more.
     return [{"id": c.id, "result": model_result(run.env.finished.get(c.id, []), e.final_answer)}
-            for c, e in zip(run.cases, run.episodes)]
+            for c, e in zip(run.cases, run.episodes, strict=True)]
 
 
 def _score_single_turn(run: _Run, policy: Policy, verdicts: dict[str, Any]) -> list[dict[str, Any]]:
     failures = verdicts["failures"]
     rows = []
-    for case, episode, entry in zip(run.cases, run.episodes, _single_turn_results(run)):
+    for case, episode, entry in zip(run.cases, run.episodes, _single_turn_results(run), strict=True):
         failure = failures.get(case.id)
         verdict = failure or {}
         path = _write_case(run, case, episode, policy, failure is None, verdict, model_result=entry["result"])
@@ -318,11 +318,11 @@ def plot_accuracy(accuracies: dict[str, float], path: Path, *, policy: str) -> P
     names = list(accuracies)
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
     bars = ax.bar(names, [100 * accuracies[n] for n in names], color="#4c72b0", label=policy)
-    for bar, name in zip(bars, names):
+    for bar, name in zip(bars, names, strict=True):
         ax.annotate(f"{100 * accuracies[name]:.1f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=8)
     colors = ["#dd8452", "#55a868", "#c44e52"]
-    for (model, (before, after)), color in zip(PAPER_TABLE4.items(), colors):
+    for (model, (before, after)), color in zip(PAPER_TABLE4.items(), colors, strict=True):
         ax.axhline(after, color=color, linestyle="--", linewidth=1, label=f"paper {model} +AWM {after} (BFCLv3 overall)")
         ax.axhline(before, color=color, linestyle=":", linewidth=1, label=f"paper {model} base {before} (BFCLv3 overall)")
     ax.set_ylim(0, 105)

@@ -54,13 +54,13 @@ class SingleTurnEnvironment:
         handle.calls.append({name: json.dumps(arguments, ensure_ascii=False)})
         return ToolResult(ok=True, status=200, text=ACK.format(name=name))
 
-    def next_user_turn(self, handle: SingleTurnState) -> None:
+    def next_user_turn(self, handle: SingleTurnState) -> None:  # noqa: ARG002 - the ToolEnvironments interface
         return None  # one request per case
 
     def reset(self, handle: SingleTurnState) -> None:
         raise NotImplementedError("BFCL cases are not reset; acquire the case again")
 
-    def snapshot(self, handle: SingleTurnState) -> None:
+    def snapshot(self, handle: SingleTurnState) -> None:  # noqa: ARG002 - the ToolEnvironments interface
         return None
 
     def release(self, handle: SingleTurnState) -> None:

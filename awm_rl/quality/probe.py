@@ -219,7 +219,7 @@ def _new_row(conn: Any, table: str, after_rowid: int) -> dict[str, Any] | None:
     """The last row of `table` past `after_rowid` (a row the setup call inserted)."""
     cur = conn.execute(f'SELECT * FROM "{table}" WHERE rowid > ? ORDER BY rowid DESC LIMIT 1', (after_rowid,))
     row = cur.fetchone()
-    return None if row is None else dict(zip([d[0] for d in cur.description], row))
+    return None if row is None else dict(zip([d[0] for d in cur.description], row, strict=True))
 
 
 def _chain(host: Any, name: str, tool: Any, facts: DbFacts, calls: list[ProbeCall],

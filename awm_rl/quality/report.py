@@ -131,7 +131,7 @@ def _task_checks(store: ArtifactStore, scenario: str, records, initial: Path, ru
             owners += [record.task_idx, record.task_idx]
     outcomes = run_verifiers(jobs, timeout_s=timeout_s, workers=2) if jobs else []
     by_task: dict[int, list] = {}
-    for idx, job, outcome in zip(owners, jobs, outcomes):
+    for idx, job, outcome in zip(owners, jobs, outcomes, strict=True):
         by_task.setdefault(idx, []).append((job, outcome))
     tasks = []
     for record in records:
@@ -179,7 +179,7 @@ def _judge_solutions(scenario: str, tasks: list[dict[str, Any]], records, runs: 
     proven = [t for t in tasks if t.get("solvable") == "yes" and str(t["task_idx"]) in runs]
     items = [(solution_episode(scenario, t["task_idx"], by_idx[t["task_idx"]].task, runs[str(t["task_idx"])]),
               by_idx[t["task_idx"]]) for t in proven]
-    for task, verdict in zip(proven, judge.judge_many(items) if items else []):
+    for task, verdict in zip(proven, judge.judge_many(items) if items else [], strict=True):
         task["judge"] = verdict.classification
         if verdict.classification != "Completed":
             detail = f"the verifier says complete but the {judge.mode} judge says {verdict.classification}: " \

@@ -77,7 +77,7 @@ def audit_verifiers(store: ArtifactStore, scenarios: list[str] | None = None, *,
                     pending.append(entry)
     outcomes = run_verifiers(jobs, timeout_s=timeout_s, memory_mb=memory_mb, workers=workers)
     by_entry: dict[int, list[tuple[VerifierJob, VerifierOutcome]]] = {}
-    for entry, job, outcome in zip(pending, jobs, outcomes):
+    for entry, job, outcome in zip(pending, jobs, outcomes, strict=True):
         by_entry.setdefault(id(entry), []).append((job, outcome))
     for entry in entries:
         runs = by_entry.get(id(entry))

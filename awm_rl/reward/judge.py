@@ -124,9 +124,10 @@ class Judge:
         """Verifiers for all items in one sandbox batch, then LLM calls concurrently; input order kept."""
         outcomes = self._run_verifiers(items)
         if self.mode == "code":
-            return [self._code_verdict(rec, out) for (_, rec), out in zip(items, outcomes)]
+            return [self._code_verdict(out) for out in outcomes]
         with ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(items)))) as pool:
-            return list(pool.map(lambda args: self._llm_verdict(*args), [(e, r, o) for (e, r), o in zip(items, outcomes)]))
+            triples = [(e, r, o) for (e, r), o in zip(items, outcomes, strict=True)]
+            return list(pool.map(lambda args: self._llm_verdict(*args), triples))
 
     async def ajudge_many(self, items: list[tuple[Episode, TaskRecord]]) -> list[JudgeVerdict]:
         """`judge_many` off the event loop (the rollout loop keeps going while judging)."""
@@ -159,12 +160,12 @@ class Judge:
             where.append(i)
         workers = 2 if len(jobs) >= 8 else 1
         for i, outcome in zip(where, run_verifiers(jobs, timeout_s=self.timeout_s, memory_mb=self.memory_mb,
-                                                   workers=workers)):
+                                                   workers=workers), strict=True):
             results[i] = outcome
         return results
 
     @staticmethod
-    def _code_verdict(record: TaskRecord, outcome: VerifierOutcome | str | None) -> JudgeVerdict:
+    def _code_verdict(outcome: VerifierOutcome | str | None) -> JudgeVerdict:
         if not isinstance(outcome, VerifierOutcome):
             return JudgeVerdict(mode="code", classification="Environment Error", reasons=str(outcome))
         dumped = outcome.model_dump()

@@ -45,5 +45,5 @@ def score_episodes(episodes: list[Episode], records: list[TaskRecord], judge: Ju
         raise ValueError(f"{len(episodes)} episodes but {len(records)} task records")
     pending = [i for i, e in enumerate(episodes) if needs_judge(e)]
     verdicts = judge.judge_many([(episodes[i], records[i]) for i in pending]) if pending else []
-    by_index = dict(zip(pending, verdicts))
+    by_index = dict(zip(pending, verdicts, strict=True))
     return [score_episode(e, by_index.get(i)) for i, e in enumerate(episodes)]

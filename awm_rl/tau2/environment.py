@@ -158,10 +158,10 @@ class Tau2Environment:
     def reset(self, handle: Session) -> None:
         raise NotImplementedError("τ² sessions are not reset; open a new one")
 
-    def snapshot(self, handle: Session) -> None:
+    def snapshot(self, handle: Session) -> None:  # noqa: ARG002 - the ToolEnvironments interface
         return None  # τ²'s evaluator replays the trajectory against fresh environments
 
-    def release(self, handle: Session) -> None:
+    def release(self, handle: Session) -> None:  # noqa: ARG002 - the ToolEnvironments interface
         return None
 
     def first_message(self, session: Session) -> str:

@@ -150,7 +150,7 @@ def evaluate_tau2(domain: str, policy: str | Policy, *, out_dir: Path, user_mode
             env = Tau2Environment(sessions, recorder)
             specs = [EpisodeSpec(scenario=s.task.id, task_idx=s.index, task=s.first_message) for s in sessions]
             episodes = run_episodes(env, recorder, specs, config, concurrency=concurrency)
-            for session, episode in zip(sessions, episodes):
+            for session, episode in zip(sessions, episodes, strict=True):
                 simulation = score(domain, session, episode, trial, solo=solo)
                 rows.append(_row(session, episode, simulation, trial, out_dir, is_successful))
     per_task = _per_task(rows, trials, pass_hat_k)

@@ -34,7 +34,7 @@ class ScriptedUser:
         names = {a.name for a in self.actions} | set(tool_names)
         self._mention = _mention_pattern(names) if names else None
 
-    def get_init_state(self, message_history: list[Any] | None = None) -> dict[str, Any]:
+    def get_init_state(self, message_history: list[Any] | None = None) -> dict[str, Any]:  # noqa: ARG002 - τ²'s API
         return {"next": 0, "done": (), "calls": {}}
 
     def generate_next_message(self, message: Any, state: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

@@ -197,5 +197,5 @@ def launch_training(config: TrainConfig, on_event: EventSink | None = None, *, p
     finally:
         try:
             ray.kill(actor, no_restart=True)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - cleanup: the actor may be gone already
             pass

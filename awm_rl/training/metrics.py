@@ -57,12 +57,13 @@ def rollout_metrics(episodes: list[Episode], scores: list[EpisodeScore]) -> dict
     stay out of the reward statistics (they are not scored)."""
     n = len(scores)
     failed = [is_policy_failure(e) for e in episodes]
-    rewards = [s.reward for s, bad in zip(scores, failed) if not bad]
+    rewards = [s.reward for s, bad in zip(scores, failed, strict=True) if not bad]
     mean = _mean(rewards)
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards)) if rewards else 0.0
 
     def ratio(outcome: str) -> float:
-        return round(sum(s.outcome == outcome and not bad for s, bad in zip(scores, failed)) / n, 6) if n else 0.0
+        hits = sum(s.outcome == outcome and not bad for s, bad in zip(scores, failed, strict=True))
+        return round(hits / n, 6) if n else 0.0
 
     return {
         "episodes": n, "scored": len(rewards), "reward_mean": mean, "reward_std": round(std, 6),
@@ -71,7 +72,7 @@ def rollout_metrics(episodes: list[Episode], scores: list[EpisodeScore]) -> dict
         "agent_error_ratio": ratio("agent_error"),
         "policy_failure_ratio": round(sum(failed) / n, 6) if n else 0.0, "policy_failures": sum(failed),
         "context_overflows": sum(bool(bad and "context overflow" in (e.termination_detail or ""))
-                                 for e, bad in zip(episodes, failed)),
+                                 for e, bad in zip(episodes, failed, strict=True)),
         "turns_mean": _mean([e.turns for e in episodes]), "tool_calls_mean": _mean([e.tool_calls for e in episodes]),
         "prompt_tokens": sum(s.prompt_tokens for e in episodes for s in e.steps),
         "completion_tokens": sum(s.completion_tokens for e in episodes for s in e.steps),
@@ -194,8 +195,8 @@ def plot_curves(records: list[dict[str, Any]], path: Path) -> Path:
     mean = [r["reward_mean"] for r in records]
     std = [r["reward_std"] for r in records]
     ax1.plot(steps, mean, marker="o", color="#4c72b0", label="reward mean")
-    ax1.fill_between(steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.2,
-                     color="#4c72b0")
+    band = list(zip(mean, std, strict=True))
+    ax1.fill_between(steps, [m - s for m, s in band], [m + s for m, s in band], alpha=0.2, color="#4c72b0")
     ax1.set_xlabel("step")
     ax1.set_ylabel("reward")
     ax1.set_ylim(-1.05, 1.05)

@@ -106,7 +106,7 @@ class GenerationBroker:
                     else:
                         p.future.set_result(result)
                 continue
-            for p, result in zip(batch, results):
+            for p, result in zip(batch, results, strict=True):
                 p.future.set_result(result)
 
     def _generate(self, generate: GenerateFn, batch: list[_Pending]) -> list[tuple[list[int], list[float] | None]]:

@@ -56,8 +56,8 @@ from awm_rl.training.samples import (
 )
 
 
-def awm_episode_reward(prompts: list[Any], completions: list[Any], awm_reward: list[float | None],
-                       **_: Any) -> list[float | None]:
+def awm_episode_reward(prompts: list[Any], completions: list[Any],  # noqa: ARG001 - TRL's reward-function signature
+                       awm_reward: list[float | None], **_: Any) -> list[float | None]:
     """The episode reward computed by the judge and reward rule (a dataset column set per rollout).
 
     Registered as TRL's reward function so TRL's reward plumbing (gathering across processes,
@@ -182,7 +182,7 @@ class AWMGRPOTrainer(GRPOTrainer):
 
         # 3. group-relative advantages (TRL's reward plumbing, then its "sum_then_normalize" formula)
         rows = [{**row, "awm_reward": None if bad else score.reward}
-                for row, score, bad in zip(inputs, scores, failed)]
+                for row, score, bad in zip(inputs, scores, failed, strict=True)]
         prompts = [row.get("prompt") for row in rows]
         completions = [e.steps[-1].response if e.steps else "" for e in episodes]
         last_ids = [r.turns[-1].completion_ids if r.turns else [] for r in rollouts]
@@ -195,7 +195,7 @@ class AWMGRPOTrainer(GRPOTrainer):
 
         # 4. per-turn samples (none from a policy-side failure: it carries no learning signal)
         samples: list[TurnSample] = []
-        for i, (rollout, adv, reward, bad) in enumerate(zip(rollouts, local_adv, local_rewards, failed)):
+        for i, (rollout, adv, reward, bad) in enumerate(zip(rollouts, local_adv, local_rewards, failed, strict=True)):
             if not bad:
                 samples += samples_from_rollout(rollout.episode, rollout.turns, reward=reward, advantage=adv, rollout=i)
         real = len(samples)
@@ -307,7 +307,8 @@ class AWMGRPOTrainer(GRPOTrainer):
             self._awm_policy_logps.append(out[0].detach())
         return out
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+    def compute_loss(self, model, inputs, return_outputs=False,
+                     num_items_in_batch=None):  # noqa: ARG002 - Trainer.compute_loss's signature
         """TRL's loss over micro-batches of `micro_batch_samples` rows (all but the last backpropagated here),
         weighted so the result is the loss of the mini-batch's real rows: filler rows do not dilute the mean
         (row-mean losses: grpo, dr_grpo), and across processes each real row weighs the same."""
@@ -356,7 +357,7 @@ class AWMGRPOTrainer(GRPOTrainer):
         folder = self.awm.out_dir / "steps" / f"step_{step:04d}"
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / "episodes.jsonl").open("w", encoding="utf-8") as fh:
-            for i, (rollout, score, bad) in enumerate(zip(rollouts, scores, failed)):
+            for i, (rollout, score, bad) in enumerate(zip(rollouts, scores, failed, strict=True)):
                 episode = rollout.episode
                 record = {"rollout": i, "scenario": episode.scenario, "task_idx": episode.task_idx,
                           "termination": episode.termination, "detail": episode.termination_detail,

@@ -117,7 +117,7 @@ def _in_child(fn) -> tuple[int, dict]:
         try:
             os.close(read_fd)
             os.write(write_fd, json.dumps(fn()).encode())
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - the forked child reports any failure to the test
             os.write(write_fd, json.dumps({"error": repr(exc)}).encode())
             code = 1
         finally:

@@ -42,7 +42,7 @@ def test_reference_solutions_of_the_demo_batch_are_completed(demo_store, demo_po
     specs = [EpisodeSpec(r.scenario, r.task_idx, r.task) for r in records]
     episodes = run_episodes(demo_pool, reference, specs, LoopConfig(snapshot_dir=tmp_path), concurrency=8)
     scores = score_episodes(episodes, records, Judge("code"))
-    for episode, score in zip(episodes, scores):
+    for episode, score in zip(episodes, scores, strict=True):
         assert score.outcome == "completed", (episode.scenario, episode.task_idx, episode.termination_detail, score.reasons)
         assert score.step_rewards == [1.0] * episode.turns
         assert episode.termination == "final_answer"
@@ -167,7 +167,7 @@ def test_tiny_transformers_policy_runs_an_episode(demo_store, demo_pool, tmp_pat
     assert score_episode(episode).reward == -1.0
     # The cached model loads back with the same weights.
     again, _ = build_tiny_qwen3(tmp_path / "models")
-    assert all((a == b).all() for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    assert all((a == b).all() for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True))
 
 
 def test_rollout_cli_writes_trajectory_databases_and_verdict(demo_store, tmp_path, capsys):

@@ -70,7 +70,7 @@ def test_one_sample_per_turn_with_only_the_target_in_the_loss(pool, tiny_tokeniz
     samples = samples_from_rollout(episode, rollout.turns, reward=0.5, advantage=0.7, rollout=3)
     assert [s.turn for s in samples] == list(range(6)) and all(s.advantage == 0.7 for s in samples)
     batch = collate(samples, tok.pad_token_id)
-    for i, (sample, text) in enumerate(zip(samples, turns)):
+    for i, (sample, text) in enumerate(zip(samples, turns, strict=True)):
         # the context is exactly what the policy was shown: the rendered (windowed) conversation
         assert sample.prompt_ids == render_prompt_ids(tok, turn_context(episode.messages, i, window))
         # the loss mask covers the target turn (and its end token), nothing of the context

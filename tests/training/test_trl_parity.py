@@ -74,12 +74,13 @@ def _our_batch(ours, advantages, sampling=None, filler=0):
 
     if len(advantages) == len(SCORED):  # one per scorable row: spread over all rows
         full = [0.0] * len(REWARDS)
-        for i, a in zip(SCORED, advantages):
+        for i, a in zip(SCORED, advantages, strict=True):
             full[i] = float(a)
         advantages = full
     samples = [TurnSample(prompt_ids=p, completion_ids=c, advantage=float(a), reward=0.0, scenario="s", task_idx=i,
                           rollout=i, turn=0, sampling_logprobs=None if sampling is None else sampling[i])
-               for i, (p, c, a, r) in enumerate(zip(PROMPTS, COMPLETIONS, advantages, REWARDS)) if r is not None]
+               for i, (p, c, a, r) in enumerate(zip(PROMPTS, COMPLETIONS, advantages, REWARDS, strict=True))
+               if r is not None]
     if filler:
         samples = pad_samples(samples, len(samples) + filler)
     batch = collate(samples, ours._tokenizer.pad_token_id)
@@ -151,9 +152,10 @@ def test_loss_and_gradients_match_stock_over_real_rows(trainers, filler, micro):
     assert float(loss) == pytest.approx(float(stock_loss), rel=1e-5 if exact else 0, abs=1e-7 if exact else 1e-4)
     assert len(our_grads) == len(stock_grads) and any(g.abs().sum() > 0 for g in stock_grads)
     if exact:
-        assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(our_grads, stock_grads))
+        assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(our_grads, stock_grads, strict=True))
     else:  # relative L2 error per tensor (about 1e-2: the shifted positions' rounding, through A * grad log p)
-        worst = max(float((a - b).norm() / b.norm().clamp(min=1e-12)) for a, b in zip(our_grads, stock_grads))
+        worst = max(float((a - b).norm() / b.norm().clamp(min=1e-12))
+                    for a, b in zip(our_grads, stock_grads, strict=True))
         assert worst < 3e-2, worst
     assert ours._metrics["train"]["policy_ratio/max"]  # the policy ratio's statistics are logged per update
 
@@ -164,7 +166,7 @@ def test_engine_correction_matches_stock_vllm_path(trainers):
     stock, ours, state = trainers
     state["logps"] = None
     plain = stock._generate_and_score_completions(_inputs())
-    old = [row[:len(c)].tolist() for row, c in zip(plain["old_per_token_logps"], COMPLETIONS)]
+    old = [row[:len(c)].tolist() for row, c in zip(plain["old_per_token_logps"], COMPLETIONS, strict=True)]
     state["logps"] = _sampling_logps(old)
     stock.use_vllm, stock.vllm_importance_sampling_correction = True, True
     stock._last_loaded_step = stock.state.global_step  # no vLLM engine to sync weights to
@@ -228,14 +230,16 @@ EXPECTED_ATTRIBUTES = ("use_vllm", "vllm_importance_sampling_correction", "vllm_
 
 def test_trl_is_pinned_and_its_private_api_is_as_expected(trainers):
     import importlib.metadata
+    import tomllib
 
     import trl
 
     from tests.conftest import PROJECT_ROOT
 
-    pinned = [line for line in (PROJECT_ROOT / "pyproject.toml").read_text().splitlines() if '"trl' in line]
-    assert pinned and all("==" in line for line in pinned), pinned
-    version = pinned[0].split("==")[1].split('"')[0].strip()
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
+    pinned = [dep for dep in project["dependencies"] if dep.startswith("trl")]
+    assert pinned and all("==" in dep for dep in pinned), pinned
+    version = pinned[0].split("==")[1].strip()
     assert importlib.metadata.version("trl") == version == trl.__version__
     for name, params in EXPECTED_SIGNATURES.items():
         method = getattr(trl.GRPOTrainer, name, None)
