@@ -76,7 +76,8 @@ def import_(src: Path = typer.Argument(..., help="folder of AWM JSONL files (e.g
             replace: bool = typer.Option(False, "--replace", help="replace scenarios imported from another folder or "
                                                                   "synthesized (default: keep them, report it)")) -> None:
     """Import a folder of AWM JSONL files into the store and Dagster (a partition per scenario); a re-imported
-    scenario is replaced whole (every stage from the new source) or not at all."""
+    scenario is replaced whole (every stage from the new source) or not at all. An import of a few complete
+    scenarios (at most 4) also runs the quality gate on them and refreshes the catalog."""
     from awm_resources.store import ArtifactStore
 
     from awm_assets.importing import check_imported, import_into_dagster
@@ -93,6 +94,11 @@ def import_(src: Path = typer.Argument(..., help="folder of AWM JSONL files (e.g
     except FileNotFoundError as exc:
         _fail("import", str(exc))
     checked = check_imported(store, report)
+    run = None
+    if checked and not no_dagster:  # a few checked scenarios: the catalog too, while Dagster is loaded anyway
+        from awm_assets.inprocess import refresh_catalog
+
+        run = refresh_catalog(get_instance())
     lines = [f"imported {len(report.scenarios)} scenario(s) from {src} into {store.root}"]
     for key, s in report.scenarios.items():
         lines.append(f"  {key}: present {[st for st in s.stages if st != 'scenario']}, missing {s.missing}")
@@ -104,7 +110,11 @@ def import_(src: Path = typer.Argument(..., help="folder of AWM JSONL files (e.g
     lines += [f"  {r['scenario']}: {r['tools_ok']}/{r['tools_total']} tools ok, {r['tools_server_error']} with 5xx on "
               f"valid input; {r.get('eligible_tasks', 0)}/{len(r.get('tasks', []))} tasks eligible"
               + (f"; {r['error']}" if r.get("error") else "") for r in checked or []]
-    _emit({**report.to_dict(), "quality": checked}, as_json, "\n".join(lines))
+    if run is not None:
+        lines.append(f"catalog refreshed (refresh_catalog run {run.run_id})" if run.success else
+                     f"the refresh_catalog run {run.run_id} failed; see it in the Dagster UI")
+    _emit({**report.to_dict(), "quality": checked, "catalog_run": run and {"run_id": run.run_id, "success": run.success}},
+          as_json, "\n".join(lines))
 
 
 @app.command()
@@ -123,20 +133,25 @@ def export(dest: Path = typer.Argument(..., help="folder to write AWM JSONL file
 def catalog(as_json: bool = typer.Option(False, "--json"),
             ready: bool = typer.Option(False, "--ready", help="only ready environments"),
             refresh: bool = typer.Option(False, "--refresh", help="first run the quality gate and rebuild catalog.json "
-                                                                  "(the refresh_catalog job; what training reads)")) -> None:
+                                                                  "(the refresh_catalog job; what training reads), "
+                                                                  "unless nothing changed since the last refresh")) -> None:
     """Scenarios with statistics and readiness."""
     from awm_resources.store import ArtifactStore
 
-    from awm_assets.synthesis.catalog import build_catalog, written_catalog
+    from awm_assets.synthesis.catalog import build_catalog, catalog_up_to_date, written_catalog
 
-    if refresh:  # the refresh_catalog job (quality gate + catalog.json), recorded in the Dagster instance
+    # The refresh_catalog job (quality gate + catalog.json), recorded in the Dagster instance; none when its
+    # files were written from the store as it is now (it would write them again), which needs no Dagster.
+    store = ArtifactStore()
+    if refresh and not catalog_up_to_date(store):
         from awm_assets.inprocess import bound_store, refresh_catalog
         from awm_assets.instance import get_instance
 
         result = refresh_catalog(get_instance())
         if not result.success:
             _fail("catalog", f"the refresh_catalog run {result.run_id} failed; see it in the Dagster UI", 1)
-    entries = written_catalog(bound_store()) if refresh else build_catalog(ArtifactStore())
+        store = bound_store()
+    entries = written_catalog(store) if refresh else build_catalog(store)
     if ready:
         entries = [e for e in entries if e["ready"]]
     text = "\n".join(f"{e['name']:40s} {'ready' if e['ready'] else 'not ready':9s} tasks={e['tasks']} tables={e['tables']} "

@@ -100,4 +100,31 @@ def test_incremental_catalog_equals_a_full_rebuild(corpus_dir, tmp_path, monkeyp
     index.unlink()
     assert incremental == assemble_catalog(store) and incremental[1] == build_catalog(store)
     assert not next(e for e in incremental[1] if e["name"] == key)["ready"]
-    assert synthesis_statistics(store, catalog_index.statistics_records(store)) == synthesis_statistics(store)
+    assert synthesis_statistics(store, catalog_index.statistics_records(store)[0]) == synthesis_statistics(store)
+
+
+def test_a_refresh_with_nothing_changed_needs_no_run(corpus_dir, tmp_path):
+    import dagster as dg
+
+    from awm_assets.defs.catalog.catalog_asset import environment_catalog
+    from awm_assets.defs.catalog.quality_assets import environment_quality
+    from awm_assets.defs.catalog.statistics_asset import synthesis_statistics_asset
+    from awm_assets.defs.shared.resources import LLMResource, StoreResource
+    from awm_assets.synthesis.catalog import CATALOG_FILE, catalog_up_to_date
+    from awm_resources.interop import import_awm_dir
+
+    store = ArtifactStore(tmp_path / "store")
+    import_awm_dir(corpus_dir / "awm1k-sample", store)  # partial scenarios: no quality gate to run
+    for path in store.root.rglob("*"):  # written a minute ago, not within a clock tick of the snapshot
+        os.utime(path, (path.stat().st_atime - 60, path.stat().st_mtime - 60))
+    assert not catalog_up_to_date(store)
+    resources = {"store": StoreResource(root=str(store.root)), "judge_llm": LLMResource(model="replay")}
+    assert dg.materialize([environment_quality, environment_catalog, synthesis_statistics_asset],
+                          resources=resources).success
+    assert catalog_up_to_date(store)  # every file written from the store as it is: a run would write them again
+    (store.root / CATALOG_FILE).rename(tmp_path / CATALOG_FILE)
+    assert not catalog_up_to_date(store)
+    (tmp_path / CATALOG_FILE).rename(store.root / CATALOG_FILE)
+    assert catalog_up_to_date(store)
+    store.record_attempt("content_platform_1", "verifiers", 1, {"passed": False})
+    assert not catalog_up_to_date(store)

@@ -23,12 +23,12 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
     st = store.get_store()
     # The snapshot environment_quality took in this run; alone, scenarios unchanged since the last refresh
     # come from the catalog's index and the others are read (and checked by the quality gate) again.
-    report, entries = assemble_catalog(st, refresh_id=context.run_id)
+    report, entries = assemble_catalog(st, refresh_id=context.run.run_id)
     totals = report["totals"]
     ready = [e for e in entries if e["ready"]]
     path = st.root / CATALOG_FILE
     atomic_write_json(path, {"environments": ready, "not_ready": [e for e in entries if not e["ready"]]})
-    mark_written(st, CATALOG_FILE, run_token(st, context.run_id))
+    mark_written(st, CATALOG_FILE, run_token(st, context.run.run_id))
     # Five narrow columns fit the metadata panel; each name opens the scenario's page.
     rows = ["| environment | ready | trainable tasks | tools ok | source |", "|---|---|---|---|---|"]
     for e in entries:

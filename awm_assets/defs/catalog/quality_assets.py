@@ -84,11 +84,11 @@ def environment_quality(context: dg.AssetExecutionContext, store: StoreResource,
 
     st = store.get_store()
     judge = gate_judge(judge_llm)
-    report, _ = assemble_catalog(st, judge=judge, refresh_id=context.run_id)
+    report, _ = assemble_catalog(st, judge=judge, refresh_id=context.run.run_id)
     totals = report["totals"]
     # Each scenario's counts and task verdicts (its full result is its quality.json); json's C encoder.
     atomic_write_text(st.root / QUALITY_SUMMARY_FILE, json.dumps(report, ensure_ascii=False) + "\n")
-    mark_written(st, QUALITY_SUMMARY_FILE, run_token(st, context.run_id), judge_label(judge))
+    mark_written(st, QUALITY_SUMMARY_FILE, run_token(st, context.run.run_id), judge_label(judge))
     rows = ["| environment | tools | ok | 5xx valid | 5xx edge | client-errors-only | shadowed | eligible tasks | "
             "vacuous | blocked | unsolvable | crash | solvable |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rows += [f"| {r['scenario']} | {r['tools_total']} | {r['tools_ok']} | {r['tools_server_error']} | "

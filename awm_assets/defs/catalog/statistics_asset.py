@@ -25,7 +25,7 @@ COLUMNS = ["batch", "stage", "scenarios", "succeeded", "degraded", "failed", "im
 )
 def synthesis_statistics_asset(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     st = store.get_store()
-    records, token = statistics_records(st, context.run_id)  # from the catalog index where unchanged
+    records, token = statistics_records(st, context.run.run_id)  # from the catalog index where unchanged
     stats = synthesis_statistics(st, records)
     atomic_write_json(st.root / STATISTICS_FILE, stats)
     mark_written(st, STATISTICS_FILE, token)
