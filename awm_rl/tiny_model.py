@@ -9,6 +9,7 @@ file TRL recognises, so GRPOTrainer's tool-call parsing works). Built once per c
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +44,22 @@ def _training_corpus() -> list[str]:
     return texts
 
 
-def build_tokenizer(vocab_size: int = 1024) -> Any:
-    """A byte-level BPE tokenizer with Qwen special tokens and the Qwen3 chat template."""
+def build_tokenizer(vocab_size: int = 1024, *, extra_texts: Sequence[str] = (), merge_across_words: bool = False) -> Any:
+    """A byte-level BPE tokenizer with Qwen special tokens and the Qwen3 chat template.
+
+    `extra_texts` join the training corpus (e.g. the tool listings a run will show); with
+    `merge_across_words`, merges may span spaces and punctuation, so repeated JSON such as tool
+    schemas becomes a few tokens and prompts get several times shorter (CPU runs on long listings).
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     raw = Tokenizer(models.BPE())
-    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not merge_across_words)
     raw.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    raw.train_from_iterator(_training_corpus(), trainer=trainer)
+    raw.train_from_iterator(_training_corpus() + list(extra_texts), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=raw, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None, unk_token=None,
         additional_special_tokens=SPECIAL_TOKENS[1:],
@@ -63,10 +69,11 @@ def build_tokenizer(vocab_size: int = 1024) -> Any:
 
 
 def build_tiny_qwen3(cache_dir: Path | str | None = None, *, seed: int = 0, hidden_size: int = 64,
-                     layers: int = 2, vocab_size: int = 1024) -> tuple[Any, Any]:
+                     layers: int = 2, vocab_size: int = 1024, extra_texts: Sequence[str] = (),
+                     merge_across_words: bool = False) -> tuple[Any, Any]:
     """(model, tokenizer): loaded from `cache_dir/tiny-qwen3` when present, else built and saved there.
 
-    `cache_dir` defaults to `$AWM_HOME/models`.
+    `cache_dir` defaults to `$AWM_HOME/models`; `extra_texts` and `merge_across_words` go to `build_tokenizer`.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
@@ -81,7 +88,7 @@ def build_tiny_qwen3(cache_dir: Path | str | None = None, *, seed: int = 0, hidd
         model = AutoModelForCausalLM.from_pretrained(str(folder))
         model.eval()
         return model, tokenizer
-    tokenizer = build_tokenizer(vocab_size)
+    tokenizer = build_tokenizer(vocab_size, extra_texts=extra_texts, merge_across_words=merge_across_words)
     torch.manual_seed(seed)
     config = Qwen3Config(
         vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=hidden_size * 2,

@@ -12,6 +12,7 @@ becomes history-aware samples exactly like the GRPO ones.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard_snapshot, run_episode
@@ -90,15 +91,26 @@ def warm_start_samples(pool: ToolEnvironments, tasks: list[TaskRecord], tokenize
             tools_of[scenario] = pool.list_tools(handle)
         finally:
             pool.release(handle)
+    scripts = {}
+    for record in chosen:
+        script = scripted_turns(record.task, tools_of[record.scenario])
+        if script is not None:
+            scripts[(record.scenario, record.task_idx)] = script
+    return replay_samples(pool, ScriptedPolicy(scripts, name="warm-start"), chosen, tokenizer, loop_config)
+
+
+def replay_samples(pool: ToolEnvironments, policy: ScriptedPolicy, tasks: list[TaskRecord], tokenizer: Any,
+                   loop_config: LoopConfig) -> tuple[list[tuple[list[int], list[int]]], int, int]:
+    """Replay `policy`'s script of each task through the real loop and pool; every turn of an episode
+    that ended with a final answer becomes (prompt ids, target ids) exactly as a GRPO sample sees it.
+    Returns the samples, the episodes run (tasks with a script) and those kept."""
     eos = tokenizer.eos_token
     samples: list[tuple[list[int], list[int]]] = []
     ran = kept = 0
-    for record in chosen:
-        script = scripted_turns(record.task, tools_of[record.scenario])
-        if script is None:
+    for record in tasks:
+        if (record.scenario, record.task_idx) not in policy.scripts:
             continue
         ran += 1
-        policy = ScriptedPolicy.from_texts(record.scenario, record.task_idx, script, name="warm-start")
         episode = run_episode(pool, policy, EpisodeSpec(record.scenario, record.task_idx, record.task), loop_config)
         discard_snapshot(episode)
         if episode.termination != "final_answer":
@@ -112,11 +124,14 @@ def warm_start_samples(pool: ToolEnvironments, tasks: list[TaskRecord], tokenize
 
 
 def supervised_steps(model: Any, tokenizer: Any, samples: list[tuple[list[int], list[int]]], *, steps: int,
-                     learning_rate: float, seed: int = 0, target_loss: float | None = None) -> list[float]:
+                     learning_rate: float, seed: int = 0, target_loss: float | None = None,
+                     stop_when: Callable[[list[float]], bool] | None = None) -> list[float]:
     """AdamW steps (all samples per step) of next-token loss on the targets; returns the loss per step.
 
     Stops early once the loss is below `target_loss` (the loss curve of a tiny model at a high
-    learning rate varies from run to run; a loss target gives a repeatable starting policy).
+    learning rate varies from run to run; a loss target gives a repeatable starting policy), or
+    before the update of a step where `stop_when(summed target NLL of each sample, in nats)` holds
+    (a partial warm start: e.g. once the reference turns have a given probability under the policy).
 
     Each prompt is encoded without gradient into a KV cache and only the target tokens run with
     gradient: the turn format is learnt from the real, full contexts at a fraction of the cost
@@ -136,6 +151,7 @@ def supervised_steps(model: Any, tokenizer: Any, samples: list[tuple[list[int], 
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0
+        nll: list[float] = []
         for prompt, target in samples:
             with torch.no_grad():
                 cache = model(input_ids=torch.tensor([prompt[:-1]], device=device), use_cache=True).cache
@@ -146,6 +162,10 @@ def supervised_steps(model: Any, tokenizer: Any, samples: list[tuple[list[int], 
                                                      reduction="sum") / total
             loss.backward()
             step_loss += loss.item()
+            nll.append(loss.item() * total)
+        if stop_when is not None and stop_when(nll):
+            losses.append(step_loss)
+            break
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(step_loss)

@@ -1,0 +1,341 @@
+"""`awm bench learn --json`: proof that the GRPO loop makes a policy better, on CPU in minutes.
+
+The other CPU runs prove the mechanics (advantages, masks, log-probs); this one shows the pass rate
+going up. Per seed:
+
+1. the demo batch's environments (synthesized offline when the store lacks them, as `awm synth
+   --seed-batch seeds/demo.jsonl` does) and the first trainable task of each;
+2. a tiny Qwen3 (random init, `awm_rl.tiny_model`) warm-started on the reference solutions of those
+   tasks (`seeds/solutions/`) replayed through the real loop and pool: a *partial* warm start, a fixed
+   number of supervised steps that leaves the sampled policy passing some tasks but not most;
+3. GRPO through the real job (`awm_rl.training.job.run_training`: environment pool, code-mode judge,
+   `AWMGRPOTrainer`), reward -1 format error / 1 completed / 0.1 partial / 0 otherwise.
+
+The pass rate of a step is the fraction of its rollouts the task's verifier classifies as completed.
+Prints per seed the pass rate per step, the mean of the first and last five steps, and the curve (a
+PNG and an ASCII plot); the claim holds when `last - first >= 0.2` for every seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from awm_resources.store import PROJECT_ROOT, ArtifactStore, atomic_write_json
+
+DEMO_BATCH = PROJECT_ROOT / "seeds" / "demo.jsonl"
+SOLUTIONS = PROJECT_ROOT / "seeds" / "solutions"
+DEMO_SCENARIOS = ["issue_tracker", "music_playlists", "restaurant_reservations"]
+WINDOW = 5  # steps averaged at each end of the curve
+MIN_RISE = 0.2
+
+# The tiny model's tokenizer also learns the tool listings the policy will read, with merges across words: a
+# demo prompt is then about 0.6k tokens instead of 4.3k (the listing is most of it), which is what makes
+# 12 steps of 24 rollouts fit in minutes on two cores. The prompts' text is unchanged.
+TOKENIZER = {"vocab_size": 2048, "merge_across_words": True}
+# Partial warm start: supervised steps on the reference solutions' turns (AdamW, all samples per step), stopped
+# before the first update at which the reference episodes are already likely: the mean over tasks of
+# exp(-summed NLL of the episode's reference turns) >= reference_prob, i.e. the policy, sampling at
+# temperature 1, would replay a task's reference solution token for token about 1 time in 10. That leaves
+# room: rollouts pass some of the time, groups differ in reward, and most of the way up is GRPO's.
+WARM_START = {"max_steps": 200, "learning_rate": 1.0e-2, "reference_prob": 0.1}
+# The GRPO run (a TrainConfig; model.path and the paths are filled in per seed).
+TRAIN_CONFIG: dict[str, Any] = {
+    "name": "learn-bench",
+    "environments": {"scenarios": DEMO_SCENARIOS, "max_tasks_per_scenario": 1, "verifier_audit": "catalog",
+                     "env_hosts": 1},
+    "grpo": {"steps": 12, "group_size": 8, "tasks_per_step": 3, "mini_batch_tasks": 1, "micro_batch_samples": 8,
+             "learning_rate": 5.0e-4, "beta": 0.0, "save_every": 1000, "save_total_limit": 1},
+    "rollout": {"max_turns": 5, "history": "window", "window": 3, "max_response_tokens": 192,
+                "max_context_tokens": 8192, "temperature": 1.0, "concurrency": 32, "tool_listing": "compact"},
+    "judge": {"mode": "code"},
+    "warm_start": {"enabled": False},
+    "generation": {"backend": "transformers"},
+    "log_samples": False,
+    "tensorboard": False,
+}
+
+
+class BenchError(RuntimeError):
+    """The bench could not run: the message says what is missing and where."""
+
+
+def _info(message: str) -> None:
+    print(f"[bench learn] {message}", file=sys.stderr, flush=True)
+
+
+# -- the demo store -------------------------------------------------------------------------------
+def demo_ready(root: Path) -> bool:
+    """True when `root`'s catalog lists every demo environment as ready."""
+    path = root / "catalog.json"
+    if not path.is_file():
+        return False
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8")).get("environments") or []
+    except (json.JSONDecodeError, AttributeError):
+        return False
+    ready = {e.get("name") for e in entries if isinstance(e, dict) and e.get("ready", True)}
+    return set(DEMO_SCENARIOS) <= ready
+
+
+def synthesize_demo(root: Path) -> float:
+    """`awm synth --seed-batch seeds/demo.jsonl` (replay LLM, offline) into `root`; returns seconds."""
+    started = time.time()
+    dagster_home = root / ".dagster_home"
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "AWM_HOME": str(root), "DAGSTER_HOME": str(dagster_home)}
+    proc = subprocess.run([sys.executable, "-m", "awm_assets.cli", "synth", "--seed-batch", str(DEMO_BATCH), "--json"],
+                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0 or not demo_ready(root):
+        raise BenchError(f"synthesizing the demo batch into {root} failed (exit {proc.returncode}): "
+                         f"{proc.stderr.strip()[-1500:]}")
+    return time.time() - started
+
+
+# -- the partial warm start ---------------------------------------------------------------------------
+def warm_start(store_root: Path, out_dir: Path, seed: int, max_steps: int, reference_prob: float) -> dict[str, Any]:
+    """The tiny model built with `seed`, trained on the reference solutions of the bench's tasks (replayed
+    through the loop and pool) until they reach `reference_prob` (see WARM_START); saved to
+    `out_dir/warm_start`. Returns a report."""
+    import math
+
+    import torch
+
+    from awm_rl.agent.loop import LoopConfig
+    from awm_rl.agent.policies import ScriptedPolicy
+    from awm_rl.runtime.pool import EnvironmentPool
+    from awm_rl.tiny_model import build_tiny_qwen3
+    from awm_rl.training.rollouts import CompactToolsPool
+    from awm_rl.training.warm_start import replay_samples, supervised_steps
+
+    started = time.time()
+    tasks = bench_tasks(store_root)
+    policy = ScriptedPolicy.from_solutions(sorted(SOLUTIONS.glob("*.json")), name="reference")
+    rollout = TRAIN_CONFIG["rollout"]
+    loop_config = LoopConfig(max_turns=rollout["max_turns"], window=rollout["window"],
+                             snapshot_dir=out_dir / "databases")
+    pool = EnvironmentPool(store_root, num_hosts=1, prefetch=1)
+    try:
+        view = CompactToolsPool(pool)
+        listings = [json.dumps(_tools(view, s), ensure_ascii=False) for s in sorted({t.scenario for t in tasks})]
+        model, tokenizer = build_tiny_qwen3(out_dir / "models", seed=seed, extra_texts=listings, **TOKENIZER)
+        per_task = [replay_samples(view, policy, [task], tokenizer, loop_config)[0] for task in tasks]
+    finally:
+        pool.close()
+    missing = [f"{t.scenario}/{t.task_idx}" for t, s in zip(tasks, per_task) if not s]
+    if missing:
+        raise BenchError(f"the reference solutions ({SOLUTIONS}) of {missing} did not end with a final answer "
+                         f"through the loop; see {loop_config.snapshot_dir}")
+    samples = [sample for task_samples in per_task for sample in task_samples]
+    owner = [i for i, task_samples in enumerate(per_task) for _ in task_samples]
+    longest = max(len(target) for _, target in samples)
+    if longest >= rollout["max_response_tokens"]:
+        raise BenchError(f"a reference turn has {longest} tokens, over rollout.max_response_tokens "
+                         f"{rollout['max_response_tokens']}: the policy could never produce it")
+    probs: list[float] = []
+
+    def likely(nll: list[float]) -> bool:
+        per = [0.0] * len(tasks)
+        for i, value in zip(owner, nll):
+            per[i] += value
+        probs[:] = [math.exp(-v) for v in per]
+        return sum(probs) / len(probs) >= reference_prob
+
+    model = model.to(torch.float32)
+    losses = supervised_steps(model, tokenizer, samples, steps=max_steps, learning_rate=WARM_START["learning_rate"],
+                              seed=seed, stop_when=likely)
+    reached = sum(probs) / len(probs) >= reference_prob  # stopped before that step's update
+    path = out_dir / "warm_start"
+    model.save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return {"model": str(path), "tasks": [f"{t.scenario}/{t.task_idx}" for t in tasks], "samples": len(samples),
+            "longest_prompt_tokens": max(len(p) for p, _ in samples), "longest_turn_tokens": longest,
+            "steps": len(losses) - reached, "reached": reached,
+            "reference_prob": [round(p, 4) for p in probs], "first_loss": round(losses[0], 4),
+            "last_loss": round(losses[-1], 4), "wall_s": round(time.time() - started, 1)}
+
+
+def _tools(pool: Any, scenario: str) -> list[dict[str, Any]]:
+    handle = pool.acquire(scenario)
+    try:
+        return pool.list_tools(handle)
+    finally:
+        pool.release(handle)
+
+
+def bench_tasks(store_root: Path) -> list[Any]:
+    """The tasks the GRPO job will train on: the same selection as `run_training` makes from the config."""
+    from awm_rl.training import tasks as T
+
+    env = TRAIN_CONFIG["environments"]
+    store = ArtifactStore(store_root)
+    entries, _ = T.read_catalog(store)
+    scenarios = T.select_environments(entries, env["scenarios"], None)
+    excluded = T.audit_exclusions(store, scenarios, env["verifier_audit"], entries)
+    return T.training_tasks(store, scenarios, judge_mode=TRAIN_CONFIG["judge"]["mode"], excluded=excluded,
+                            max_tasks_per_scenario=env["max_tasks_per_scenario"])
+
+
+# -- one seed ----------------------------------------------------------------------------------------
+def train_config(store_root: Path, out_dir: Path, model_path: str, seed: int, steps: int) -> Any:
+    from awm_rl.training.config import config_from_dict
+
+    data = copy.deepcopy(TRAIN_CONFIG)
+    data["model"] = {"path": model_path}
+    data["output_dir"] = str(out_dir / "grpo")
+    data["environments"]["store_root"] = str(store_root)
+    data["grpo"].update(steps=steps, seed=seed)
+    return config_from_dict(data, source="benchmarks/learn.py")
+
+
+def run_seed(store_root: Path, out_dir: Path, seed: int, steps: int, warm_steps: int) -> dict[str, Any]:
+    from awm_rl.training.job import run_training
+
+    started = time.time()
+    warm = warm_start(store_root, out_dir, seed, warm_steps, WARM_START["reference_prob"])
+    _info(f"seed {seed}: warm start {warm['steps']} steps, loss {warm['first_loss']} -> {warm['last_loss']}, "
+          f"reference episodes' probability {warm['reference_prob']} in {warm['wall_s']}s")
+
+    def on_event(event: dict[str, Any]) -> None:
+        if str(event.get("message", "")).startswith("step "):
+            _info(f"seed {seed}: {event['message']}")
+
+    summary = run_training(train_config(store_root, out_dir, warm["model"], seed, steps), on_event=on_event)
+    records = [json.loads(line) for line in Path(summary["metrics_file"]).read_text(encoding="utf-8").splitlines()]
+    result = curve_result([r["completion_rate"] for r in records])
+    result.update({"seed": seed, "reward_mean": [r["reward_mean"] for r in records],
+                   "format_error_ratio": [r["format_error_ratio"] for r in records],
+                   "groups_without_variance": [r["frac_reward_zero_std"] for r in records],
+                   "warm_start": warm, "weights": summary["weights"], "time_split": summary["time_split"],
+                   "run_dir": summary["output_dir"], "wall_s": round(time.time() - started, 1)})
+    return result
+
+
+def curve_result(pass_rate: list[float]) -> dict[str, Any]:
+    """Steps, the pass rate per step, the means of the first and last WINDOW steps and whether it rose enough."""
+    n = min(WINDOW, len(pass_rate))
+    first = sum(pass_rate[:n]) / n if n else 0.0
+    last = sum(pass_rate[-n:]) / n if n else 0.0
+    return {"steps": len(pass_rate), "pass_rate": [round(p, 4) for p in pass_rate], "first": round(first, 4),
+            "last": round(last, 4), "rise": round(last - first, 4), "learned": last - first >= MIN_RISE}
+
+
+# -- the curve -------------------------------------------------------------------------------------
+def ascii_plot(curves: dict[str, list[float]], height: int = 10) -> str:
+    """Pass rate (0..1, rows) per step (columns), one marker per seed."""
+    marks = "*o+x#@"
+    width = max((len(v) for v in curves.values()), default=0)
+    grid = [[" "] * (3 * width) for _ in range(height + 1)]
+    for i, values in enumerate(curves.values()):
+        for step, value in enumerate(values):
+            row = height - round(value * height)
+            grid[row][3 * step + 1] = marks[i % len(marks)] if grid[row][3 * step + 1] == " " else "&"
+    lines = [f"{(height - r) / height:4.1f} |" + "".join(row) for r, row in enumerate(grid)]
+    lines.append("     +" + "-" * (3 * width))
+    lines.append("      " + "".join(f"{s + 1:^3d}" for s in range(width)) + "  step")
+    legend = ", ".join(f"{marks[i % len(marks)]} {name}" for i, name in enumerate(curves))
+    return "\n".join(lines + [f"      pass rate per GRPO step ({legend}; & = several)"])
+
+
+def plot_png(curves: dict[str, list[float]], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.4), dpi=100)
+    for name, values in curves.items():
+        ax.plot(range(1, len(values) + 1), values, marker="o", label=name)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("pass rate (verifier: completed)")
+    ax.set_title("awm bench learn: tiny Qwen3 on the demo tasks")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# -- entry point ---------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="awm bench learn", description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="model/GRPO seeds, one run each (default: 0)")
+    p.add_argument("--steps", type=int, default=TRAIN_CONFIG["grpo"]["steps"], help="GRPO steps per run (>= 10)")
+    p.add_argument("--warm-steps", type=int, default=WARM_START["max_steps"], help="at most this many warm-start steps")
+    p.add_argument("--store", type=Path, default=None, help="a store with the demo batch synthesized (default: "
+                   "$AWM_HOME when its catalog has the demo environments, else the demo is synthesized into --output)")
+    p.add_argument("--output", type=Path, default=None, help="where runs and the curve go (default: a new temp folder)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    if args.steps < 2:
+        p.error("--steps must be at least 2")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    started = time.time()
+    out = (args.output or Path(tempfile.mkdtemp(prefix="awm-bench-learn-"))).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        store_root, synth_s = _store(args.store, out)
+        runs = []
+        for seed in args.seeds:
+            runs.append(run_seed(store_root, out / f"seed{seed}", seed, args.steps, args.warm_steps))
+    except BenchError as exc:
+        print(f"awm bench learn: {exc}", file=sys.stderr)
+        return 2
+    curves = {f"seed {r['seed']}": r["pass_rate"] for r in runs}
+    plot = ascii_plot(curves)
+    (out / "pass_rate.txt").write_text(plot + "\n", encoding="utf-8")
+    report = {**{k: runs[0][k] for k in ("steps", "pass_rate", "first", "last", "rise", "learned")},
+              "all_learned": all(r["learned"] for r in runs), "min_rise": MIN_RISE, "window": WINDOW,
+              "runs": runs, "store": str(store_root), "demo_synthesis_s": synth_s,
+              "config": {"tokenizer": TOKENIZER, "warm_start": {**WARM_START, "max_steps": args.warm_steps},
+                         "train": {**TRAIN_CONFIG, "grpo": {**TRAIN_CONFIG["grpo"], "steps": args.steps}}},
+              "curve_png": str(plot_png(curves, out / "pass_rate.png")), "curve_ascii": str(out / "pass_rate.txt"),
+              "reward": "format error -1, completed 1.0, partially completed 0.1, otherwise 0 (code-mode judge: "
+                        "the task's verifier on the initial and final databases)",
+              "wall_s": round(time.time() - started, 1), "cpu_s": _cpu_s()}
+    atomic_write_json(out / "learn.json", report)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for r in runs:
+            print(f"seed {r['seed']}: pass rate {r['pass_rate']}; first {WINDOW} {r['first']:.3f}, last {WINDOW} "
+                  f"{r['last']:.3f}, rise {r['rise']:+.3f} ({'learned' if r['learned'] else 'NOT learned'})")
+        print(plot)
+        print(f"curve: {report['curve_png']}; report: {out / 'learn.json'}; {report['wall_s']:.0f}s")
+    return 0 if report["all_learned"] else 1
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process (generation, training, judging threads): on a shared machine a steadier
+    measure of the work than wall time."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 1)
+
+
+def _store(given: Path | None, out: Path) -> tuple[Path, float | None]:
+    """The store to train on, and the seconds spent synthesizing the demo into it (None: it was there)."""
+    if given is not None:
+        if not demo_ready(given):
+            raise BenchError(f"{given}/catalog.json does not list the demo environments {DEMO_SCENARIOS} as ready: "
+                             f"run `awm synth --seed-batch {DEMO_BATCH}` with AWM_HOME={given}, or leave out --store")
+        return given.resolve(), None
+    from awm_resources.store import default_home
+
+    home = default_home()
+    if demo_ready(home):
+        return home, None
+    root = out / "demo_store"
+    _info(f"the demo environments are not in {home}: synthesizing seeds/demo.jsonl into {root} (offline replay)")
+    return root, round(synthesize_demo(root), 1)
