@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, TEST_SENSOR_INTERVAL_S, daemon_dagster_home
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ SCENARIOS = ["issue_tracker", "music_playlists", "restaurant_reservations"]
 IN_PROGRESS = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 WATCHED_JOBS = ("generate_scenarios", "synthesize_scenario")
 KILL_WITHIN_S = 150  # until a synthesis run is executing a stage (about 40 s here)
-# After the restart: the watchdog's next tick (3 s here: AWM_SENSOR_INTERVAL_S=6), the retry, one scenario's six
+# After the restart: the watchdog's next tick (2 s here: AWM_SENSOR_INTERVAL_S=4), the retry, one scenario's six
 # stages (about 10 s). A run killed between being marked STARTING and reaching its code server is left to run
 # monitoring's start timeout (180 s, dagster.yaml); this deadline leaves room for that rare case.
 SETTLE_WITHIN_S = 300
@@ -88,9 +88,8 @@ def _snapshot(store, key: str, stages) -> dict[str, tuple[float, bytes]]:
 def _check_whole(store, key: str) -> list[str]:
     """What is wrong with a synthesized scenario's files: missing stages, unreadable or empty artifacts, status
     documents that do not match the artifacts and attempts, temp files a killed writer left behind."""
-    from awm_resources.store import PIPELINE_STAGES, STAGE_FILES, STAGES
-
     from awm_assets.inprocess import scenario_report
+    from awm_resources.store import PIPELINE_STAGES, STAGE_FILES, STAGES
 
     problems = []
     folder = store.scenario_dir(key)
@@ -150,12 +149,11 @@ def test_daemon_killed_mid_backfill_and_restarted(tmp_path, monkeypatch):
 
     seeds, dagster_home, awm_home = tmp_path / "seeds", tmp_path / "dagster_home", tmp_path / "awm_home"
     seeds.mkdir()
-    dagster_home.mkdir()
+    daemon_dagster_home(dagster_home)
     shutil.copy(PROJECT_ROOT / "seeds" / "demo.jsonl", seeds / "demo.jsonl")
-    shutil.copy(PROJECT_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "AWM_HOME": str(awm_home), "AWM_SEED_DIR": str(seeds),
-           "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled", "AWM_SENSOR_INTERVAL_S": "6"}
+           "HF_HUB_OFFLINE": "1", "RAY_AUTH_MODE": "disabled", "AWM_SENSOR_INTERVAL_S": TEST_SENSOR_INTERVAL_S}
     instance = DagsterInstance.get()
     # Create the SQLite storages here first: a daemon and this process creating them at once can both stamp
     # the schema version ("alembic_version has more than one head"), and the code server then fails to load.
