@@ -44,7 +44,9 @@ class DocumentError(ValueError):
 class Document(BaseModel):
     """Tolerant of keys it does not declare (kept, and written back in place)."""
 
-    model_config = ConfigDict(extra="allow", defer_build=True)  # built on first use: the store imports this
+    # strict: a wrong type is an error, never coerced (a coerced value would not be written back as it came);
+    # built on first use, not when the store imports this module.
+    model_config = ConfigDict(extra="allow", strict=True, defer_build=True)
     _order: tuple[str, ...] = PrivateAttr(default=())  # the keys in the order they came (written back so)
 
     @model_validator(mode="wrap")
@@ -116,7 +118,7 @@ class StageStatus(Document):
     valid: bool | None = None
     quality_ok: bool | None = None
     stage: str
-    written_at: float
+    written_at: Number
 
     def metric(self, name: str, default: Any = 0) -> Any:
         """A value the stage recorded (declared or an extra key such as `tasks`), or `default`."""
@@ -127,8 +129,8 @@ class StageStatus(Document):
 class AttemptRecord(Document):
     """`attempts/<stage>/<n>.json`: one attempt of a stage (synthesis runner, or a repair's attempt 0)."""
 
-    passed: bool
-    error_rate: Number
+    passed: bool | None = None
+    error_rate: Number | None = None
     errors: dict[str, list[str]] = Field(default_factory=dict)
     error_summaries: dict[str, str] = Field(default_factory=dict)
     metrics: dict[str, Any] = Field(default_factory=dict)
@@ -141,7 +143,7 @@ class AttemptRecord(Document):
     source: str | None = None  # "stored": a repair's attempt 0
     attempt: int
     stage: str
-    recorded_at: float
+    recorded_at: Number
 
 
 class QualityTask(Document):

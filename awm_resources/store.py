@@ -36,6 +36,7 @@ from awm_resources.documents import (
     TaskList,
     VerifiersFile,
     dump,
+    parse,
     read,
 )
 from awm_resources.names import normalize_scenario_name
@@ -127,9 +128,11 @@ def atomic_path(path: Path) -> Iterator[Path]:
         tmp_path.unlink(missing_ok=True)
 
 
-def stage_status_doc(stage: str, status: dict[str, Any]) -> dict[str, Any]:
-    """What `status/<stage>.json` holds (written by the store, or into an import's staging folder)."""
-    return {**status, "stage": stage, "written_at": time.time()}
+def stage_status_doc(stage: str, status: dict[str, Any], where: Path | str | None = None) -> dict[str, Any]:
+    """What `status/<stage>.json` (`where`) holds, written by the store or into an import's staging folder; a
+    status that does not fit `StageStatus` is an error here, not in its readers."""
+    doc = {**status, "stage": stage, "written_at": time.time()}
+    return dump(parse(StageStatus, doc, where or f"status/{stage}.json"))
 
 
 class ArtifactStore:
@@ -239,7 +242,8 @@ class ArtifactStore:
         return json.loads(path.read_text(encoding="utf-8"))
 
     def write_stage_status(self, key: str, stage: str, status: dict[str, Any]) -> None:
-        self.write_json(key, f"status/{stage}.json", stage_status_doc(stage, status))
+        path = self.path(key, f"status/{stage}.json")
+        atomic_write_json(path, stage_status_doc(stage, status, path))
 
     def present_stages(self, key: str) -> list[str]:
         """Stages whose every artifact file exists (one directory listing: the catalog asks this of every
@@ -257,7 +261,8 @@ class ArtifactStore:
 
     def record_attempt(self, key: str, stage: str, number: int, record: dict[str, Any]) -> Path:
         path = self.attempts_dir(key, stage) / f"{number}.json"
-        atomic_write_json(path, {**record, "attempt": number, "stage": stage, "recorded_at": time.time()})
+        doc = parse(AttemptRecord, {**record, "attempt": number, "stage": stage, "recorded_at": time.time()}, path)
+        atomic_write_json(path, dump(doc))
         return path
 
     def list_attempts(self, key: str, stage: str) -> list[dict[str, Any]]:

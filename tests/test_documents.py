@@ -66,3 +66,26 @@ def test_a_malformed_document_names_its_file_and_field(tmp_path):
     with pytest.raises(FileNotFoundError, match="scenario 'shop' has no verifiers.json"):
         store.verifiers("shop")
     assert store.catalog() is None
+
+
+def test_status_and_attempt_writers_keep_their_bytes_and_refuse_wrong_types(tmp_path):
+    """The store writes status and attempt files through their models: the same JSON as the plain dicts gave
+    (keys in the writer's order, extra metadata kept), and a wrong type is refused before anything is written."""
+    from awm_resources.store import ArtifactStore
+
+    store = ArtifactStore(tmp_path)
+    status = {"source": "synthesized", "attempts": 2, "error_rate": 0, "valid": True, "tables": 7, "note": "é"}
+    store.write_stage_status("shop", "db_schema", status)
+    path = store.path("shop", "status/db_schema.json")
+    written = json.loads(path.read_bytes())
+    plain = {**status, "stage": "db_schema", "written_at": written["written_at"]}
+    assert path.read_text(encoding="utf-8") == json.dumps(plain, indent=2, ensure_ascii=False) + "\n"
+    assert store.status("shop", "db_schema").metric("tables") == 7
+    record = {"passed": False, "error_rate": 0.5, "errors": {"task_1": ["vacuous"]}, "metrics": {"verifiers": 1},
+              "artifact": {"verifiers": []}, "usage": {"cost_usd": 0.01}, "elapsed_s": 1.5}
+    attempt = store.record_attempt("shop", "verifiers", 1, record)
+    plain = {**record, "attempt": 1, "stage": "verifiers", "recorded_at": json.loads(attempt.read_bytes())["recorded_at"]}
+    assert attempt.read_text(encoding="utf-8") == json.dumps(plain, indent=2, ensure_ascii=False) + "\n"
+    with pytest.raises(D.DocumentError, match=r"status/tasks\.json is not a valid StageStatus document: valid: "):
+        store.write_stage_status("shop", "tasks", {"valid": "yes"})
+    assert not store.has("shop", "status/tasks.json")
