@@ -279,7 +279,7 @@ def _count_tools(code: str) -> int:
     return len(set(OPERATION_ID.findall(code)))
 
 
-def _spec_operations(api_spec: dict[str, Any]) -> list[str]:
+def _spec_operations(api_spec: dict[str, Any]) -> list[str | None]:
     return [ep.get("operation_id") for g in api_spec.get("api_groups", []) for ep in g.get("endpoints", [])
             if isinstance(ep, dict) and ep.get("operation_id")]
 

@@ -359,13 +359,13 @@ class StageSettings:
     def coerce(cls, stage: str, value: StageSettings | Mapping[str, Any]) -> StageSettings:
         if isinstance(value, StageSettings):
             return value
-        if hasattr(value, "model_dump"):  # a pydantic / Dagster config object
-            value = value.model_dump()
-        unknown = set(value) - set(cls.__dataclass_fields__)
+        # a pydantic / Dagster config object, or a mapping
+        data: Mapping[str, Any] = value.model_dump() if hasattr(value, "model_dump") else value
+        unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"LLM settings for stage {stage!r}: unknown keys {sorted(unknown)}; "
                              f"allowed: {sorted(cls.__dataclass_fields__)}")
-        return cls(**{k: v for k, v in value.items() if v is not None and v != ""})
+        return cls(**{k: v for k, v in data.items() if v is not None and v != ""})
 
 
 def stage_settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:

@@ -108,7 +108,8 @@ def _db_target(database: object) -> str | None:
     """The file a sqlite3.connect argument points at (None for in-memory databases)."""
     if isinstance(database, bytes):
         database = database.decode("utf-8", "replace")
-    target = os.fspath(database) if not isinstance(database, str) else database
+    # a path-like, or os.fspath raises the TypeError sqlite3.connect would
+    target = os.fspath(database) if not isinstance(database, str) else database  # type: ignore[call-overload]  # see above
     if target in ("", ":memory:"):
         return None
     if target.startswith("file:"):
@@ -177,7 +178,7 @@ def _sqlite_shim() -> types.ModuleType:
     """The sqlite3 module as verifiers see it: the real one with a guarded connect."""
     shim = types.ModuleType("sqlite3", sqlite3.__doc__)
     shim.__dict__.update({k: v for k, v in vars(sqlite3).items() if not k.startswith("__")})
-    shim.connect = _guarded_connect
+    shim.__dict__["connect"] = _guarded_connect
     return shim
 
 
@@ -234,7 +235,7 @@ def _call_verifier(request: dict) -> dict:
     except (SyntaxError, ValueError) as exc:
         return {"error_kind": "syntax_error", "error": f"verifier code does not compile: {exc}"}
     module = types.ModuleType(_VERIFIER_MODULE)
-    module.__builtins__ = _sandbox_builtins()
+    module.__dict__["__builtins__"] = _sandbox_builtins()
     # Registered so that dataclasses and typing can resolve string annotations in the verifier.
     sys.modules[_VERIFIER_MODULE] = module
     namespace = module.__dict__
@@ -388,7 +389,7 @@ def _run_in_child(request: dict, private_fds: list[int]) -> dict:
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: never returns
-        status = 0
+        exit_code = 0
         try:
             os.close(read_fd)
             for fd in private_fds:
@@ -399,9 +400,9 @@ def _run_in_child(request: dict, private_fds: list[int]) -> dict:
             while view:
                 view = view[os.write(write_fd, view):]
         except BaseException:  # noqa: BLE001 - the child exits 70 on any failure; the parent reports it
-            status = 70
+            exit_code = 70
         finally:
-            os._exit(status)
+            os._exit(exit_code)
     os.close(write_fd)
     timeout_s = float(request["timeout_s"])
     deadline = time.monotonic() + timeout_s + JOB_GRACE_S
@@ -532,6 +533,8 @@ def _enforce_seccomp() -> None:
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "seccomp.py")
     try:
         spec = importlib.util.spec_from_file_location("_awm_seccomp", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"no module spec for {path}")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except (OSError, ImportError, AttributeError) as exc:

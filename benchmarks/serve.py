@@ -172,7 +172,9 @@ def discover_script(pool: Any, scenario: str) -> dict[str, Any]:
     h = pool.acquire(scenario)
     try:
         tools = pool.list_tools(h)
-        reads, writes, errors = [], [], []
+        reads: list[dict[str, Any]] = []
+        writes: list[dict[str, Any]] = []
+        errors: list[str] = []
         for tool in tools:
             args = example_arguments(tool["input_schema"])
             if args is None:
@@ -528,7 +530,7 @@ def ours_each(pool: Any, scripts: dict[str, Any], home: dict[str, int], *, laten
               failures: Failures) -> dict[str, Any]:
     """Our phases that visit one scenario at a time (reset, latency): per-scenario samples, which a scenario
     failing later just leaves out (`summarize_ours` pools those of the measured ones)."""
-    samples = {s: {k: [] for k in ("creates", "resets", "host_wall", "host_cpu", "lat", "host_lat", "pool_reset")}
+    samples: dict[str, dict[str, list[float]]] = {s: {k: [] for k in ("creates", "resets", "host_wall", "host_cpu", "lat", "host_lat", "pool_reset")}
                for s in scripts}
     for s in scripts:  # host-level create / reset / calls (timed inside the host actor)
         try:

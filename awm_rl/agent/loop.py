@@ -38,10 +38,14 @@ MAX_TOOL_TEXT = 16_000  # characters of one call_tool answer shown to the policy
 
 
 class ToolResultLike(Protocol):
-    ok: bool
-    status: int | None
-    text: str
-    error_kind: str | None
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def status(self) -> int | None: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def error_kind(self) -> str | None: ...
 
 
 class ToolEnvironments(Protocol):
@@ -257,6 +261,7 @@ def _act(pool: ToolEnvironments, handle: Any, action: str | None, tool_name: str
             validator.record_tools(tools)
             text = json.dumps(tools, ensure_ascii=False)
             return ToolOutcome(ok=True, status=200, text=text, latency_ms=(time.perf_counter() - t0) * 1000.0)
+        assert tool_name is not None, "a tool call names its tool"
         result = pool.call_tool(handle, tool_name, arguments)
     except Exception as exc:  # noqa: BLE001  a runtime exception is a server failure, not the agent's
         return ToolOutcome(ok=False, status=None, text=f"{type(exc).__name__}: {exc}", error_kind="runtime_exception",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,7 +60,7 @@ class ScriptedPolicy:
     """Replays fixed turns per (scenario, task_idx); turn n gets the n-th text (or PolicyOutput,
     e.g. one with finish_reason="length" standing for a generation cut at its limit)."""
 
-    def __init__(self, scripts: dict[tuple[str, int], list[str | PolicyOutput]], name: str = "scripted") -> None:
+    def __init__(self, scripts: Mapping[tuple[str, int], Sequence[str | PolicyOutput]], name: str = "scripted") -> None:
         self.scripts = scripts
         self.name = name
 

@@ -49,9 +49,11 @@ def parse_call(text: str, methods: dict[str, Any]) -> tuple[str, dict[str, Any]]
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
         raise GroundTruthError(f"possible answer {text!r} is not a plain function call")
     name = node.func.id
+    if any(k.arg is None for k in node.keywords):
+        raise GroundTruthError(f"possible answer {text!r} unpacks keyword arguments (**)")
     try:
         args = [ast.literal_eval(a) for a in node.args]
-        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg is not None}
     except ValueError as exc:
         raise GroundTruthError(f"possible answer {text!r} has a non-literal argument") from exc
     if args:
@@ -136,16 +138,16 @@ def single_turn_turns(case: BFCLCase) -> list[str]:
         calls = []
         for item in case.ground_truth:
             [(name, params)] = item.items()
-            doc = next((d for d in case.entry.get("function") or [] if d["name"] == name), {})
+            doc: dict[str, Any] = next((d for d in case.entry.get("function") or [] if d["name"] == name), {})
             declared_params = (doc.get("parameters") or {}).get("properties") or {}
             required = set((doc.get("parameters") or {}).get("required") or [])
             # An optional answer parameter the function does not declare is left out.
             args = {k: pick(v, required=k in required) for k, v in params.items()
                     if k in declared_params or "" not in v}
             args = {k: v for k, v in args.items() if v is not _OMITTED}
-            declared = case.extra.get("declared_functions")
-            if declared:  # Java / JavaScript: values as the literals a model writes
-                args = render_arguments(args, declared.get(name) or {}, language_of(case.category))
+            declared, language = case.extra.get("declared_functions"), language_of(case.category)
+            if declared and language:  # Java / JavaScript: values as the literals a model writes
+                args = render_arguments(args, declared.get(name) or {}, language)
             calls.append((name, args))
     for i, (name, arguments) in enumerate(calls, 1):
         turns.append(call_tool_turn(f"Call {i} of {len(calls)}: {name}.", name, arguments))

@@ -266,7 +266,7 @@ def evaluate_suite(categories: list[str], policy: str | Policy, *, out_dir: Path
                              max_steps_per_turn=max_steps_per_turn) for c, cases in selected.items()}
     multi = {c: _score_multi_turn(r, policy) for c, r in runs.items() if is_multi_turn(c)}
     if len(multi) == len(runs) == 1:  # one multi-turn category: scored here, no aggregate worth a call
-        answer = {"bfcl_eval_version": _version(), "categories": {}, "leaderboard": {}}
+        answer: dict[str, Any] = {"bfcl_eval_version": _version(), "categories": {}, "leaderboard": {}}
     else:
         answer = score_and_aggregate(
             {c: _single_turn_results(r) for c, r in runs.items() if not is_multi_turn(c)},

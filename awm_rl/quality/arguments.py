@@ -135,7 +135,7 @@ def find_source(name: str, prop: dict[str, Any], tool: ToolRoute, facts: DbFacts
         for ref_table, _ in t.foreign_keys.values():
             ref = facts.tables.get(ref_table)
             col = next((c for c in ref.columns if c.lower().endswith("_" + last)), None) if ref else None
-            if col is not None and len(last) > 3:
+            if ref is not None and col is not None and len(last) > 3:
                 return _Source(ref, col, False)
     return None
 

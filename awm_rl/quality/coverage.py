@@ -82,7 +82,7 @@ def _orm_cascades(tree: ast.Module, classes: dict[str, str]) -> dict[str, set[st
                             and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)), "")
             target = call.args[0] if call.args else None
             name = target.value if isinstance(target, ast.Constant) else getattr(target, "id", None)
-            if name in classes and ("all" in cascade or "delete" in cascade):
+            if isinstance(name, str) and name in classes and ("all" in cascade or "delete" in cascade):
                 out.setdefault(classes[node.name], set()).add(classes[name])
     return out
 

@@ -29,7 +29,7 @@ import re
 import sqlite3
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from awm_rl.quality.arguments import ArgSet, args_key, created_ids, edge_sets, grounded_sets, retry_sets
 from awm_rl.quality.dbfacts import DbFacts
@@ -110,6 +110,10 @@ def _only_empty_lists(text: str) -> bool:
     return bool(lists) and not records and all(len(x) == 0 for x in lists)
 
 
+@overload
+def _call(host: Any, tool_name: str, argset: ArgSet, before: dict[str, str], setup: None = None) -> ProbeCall: ...
+@overload
+def _call(host: Any, tool_name: str, argset: ArgSet, before: dict[str, str], setup: Any) -> ProbeCall | None: ...
 def _call(host: Any, tool_name: str, argset: ArgSet, before: dict[str, str],
           setup: Any = None) -> ProbeCall | None:
     """One call on a fresh instance. `setup(iid)`, when given, runs first on that instance and returns

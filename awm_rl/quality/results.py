@@ -84,12 +84,13 @@ def stored_quality(store: ArtifactStore, scenario: str, judge: Any | None = None
     another name is taken over (and stored for this scenario)."""
     path = store.path(scenario, QUALITY_FILE)
     stats = file_stats(store, scenario)
-    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    judged = data is not None and (judge is None or data.get("judge") == judge_label(judge))
-    if judged and data.get("file_stats") == stats:
+    data: dict[str, Any] | None = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if data is not None and judge is not None and data.get("judge") != judge_label(judge):
+        data = None  # another judge's verdict (or none): check again
+    if data is not None and data.get("file_stats") == stats:
         return data  # nothing checked was touched since: no need to hash the files again
     digest = content_digest(store, scenario)
-    if judged and data.get("digest") == digest:  # touched, not changed: remember the new stats
+    if data is not None and data.get("digest") == digest:  # touched, not changed: remember the new stats
         data["file_stats"] = stats
         atomic_write_json(path, data)
         return data

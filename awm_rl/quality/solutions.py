@@ -131,7 +131,7 @@ def changed_rows(initial: Path, final: Path, tables: list[str], *, per_table: in
         cols, before = _rows(initial, table, scan_limit)
         cols_after, after = _rows(final, table, scan_limit)
         cols = cols_after or cols
-        diff = {"added": [after[k] for k in after if k not in before],
+        diff: dict[str, list[Any]] = {"added": [after[k] for k in after if k not in before],
                 "removed": [before[k] for k in before if k not in after],
                 "changed": [{"before": before[k], "after": after[k]} for k in after
                             if k in before and before[k] != after[k]]}

@@ -195,7 +195,7 @@ class Judge:
         for attempt in (1, 2):
             tag = CallTag(stage=f"judge_{self.mode}", scenario=record.scenario, item=f"t{record.task_idx}", attempt=attempt)
             try:
-                response = self.llm.chat(messages, tag=tag)
+                response = self.llm.chat(messages, tag=tag)  # type: ignore[union-attr]  # llm modes have one (__init__)
             except LLMError as exc:
                 verdict.judge_error = f"judge call failed: {exc}"
                 break

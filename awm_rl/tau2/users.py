@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ STOP = "###STOP###"  # τ²'s user stop token (tau2.user.base.STOP)
 class ScriptedUser:
     """Fixed lines, then τ²'s stop token; with device actions, each one the agent asks for, done once."""
 
-    def __init__(self, lines: list[str], actions: list[Any] = (), tool_names: list[str] = ()) -> None:
+    def __init__(self, lines: list[str], actions: Iterable[Any] = (), tool_names: Iterable[str] = ()) -> None:
         self.lines = list(lines)
         self.actions = list(actions)  # τ²'s expected user-side actions (name, arguments), in order
         names = {a.name for a in self.actions} | set(tool_names)

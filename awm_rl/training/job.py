@@ -207,7 +207,8 @@ def param_snapshot(model: Any, max_elements: int = 16_000_000) -> dict[str, Any]
     (all of a tiny model; a sample of a large one)."""
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     stride = max(1, sum(p.numel() for _, p in params) // max_elements)
-    picked, total = {}, 0
+    picked: dict[str, Any] = {}
+    total = 0
     for name, param in params[::stride] if stride > 1 else params:
         if total + param.numel() > max_elements and picked:
             continue
@@ -238,7 +239,7 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
 
     started = time.time()
     config = config.resolved()
-    out_dir = Path(config.output_dir)
+    out_dir = config.resolved_output_dir()
     rank, world = dist_rank()
     if rank:  # data-parallel worker: rank 0 writes the files and reports progress
         on_event = None
@@ -272,13 +273,16 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
     if config.model.tiny:
         from awm_rl.tiny_model import MODEL_FOLDER, build_tiny_qwen3
 
+        if config.model.tiny_cache_dir is None:  # resolved() sets it for a tiny model
+            raise ValueError("model.tiny_cache_dir is not set: pass the config through TrainConfig.resolved()")
+        cache_dir = Path(config.model.tiny_cache_dir)
         if rank == 0:  # one builder: workers writing the same files at once read each other's partial files
-            build_tiny_qwen3(Path(config.model.tiny_cache_dir))
+            build_tiny_qwen3(cache_dir)
         if world > 1:
             barrier()
-        model_path = str(Path(config.model.tiny_cache_dir) / MODEL_FOLDER)
+        model_path = str(cache_dir / MODEL_FOLDER)
     else:
-        model_path = config.model.path
+        model_path = config.model.path or ""  # ModelConfig: exactly one of path or tiny is set
     vllm = use_vllm(config)
     _emit(on_event, f"policy {model_path}; generation with {'vLLM (' + config.generation.vllm_mode + ')' if vllm else 'transformers'}"
           f" on {'GPU' if cuda_available() else 'CPU'}")

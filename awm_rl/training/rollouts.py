@@ -227,7 +227,7 @@ class CompactToolsPool:
         self._cache: dict[str, list[dict[str, Any]]] = {}
 
     def list_tools(self, handle: Any) -> list[dict[str, Any]]:
-        scenario = getattr(handle, "scenario", None)
+        scenario: str = getattr(handle, "scenario", "")
         if scenario not in self._cache:
             self._cache[scenario] = [{"name": t["name"], "input_schema": _strip_docs(t.get("input_schema") or {})}
                                      for t in self.pool.list_tools(handle)]

@@ -89,6 +89,8 @@ class RolloutContext:
 class AWMGRPOTrainer(GRPOTrainer):
     """GRPO over multi-turn environment episodes with history-aware per-turn samples (see module doc)."""
 
+    _last_loaded_step: int  # GRPOTrainer's: the step whose weights vLLM holds
+
     def __init__(self, *args: Any, awm: RolloutContext, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.awm = awm
@@ -143,7 +145,8 @@ class AWMGRPOTrainer(GRPOTrainer):
             counts[record.scenario] = counts.get(record.scenario, 0) + self.num_generations
         share = self.accelerator.num_processes  # each data-parallel process runs its share of the rollouts
         for scenario, n in counts.items():
-            self.awm.pool.prefetch_instances(scenario, -(-n // share))
+            pool = self.awm.pool  # an EnvironmentPool here (or a wrapper forwarding to one), not any ToolEnvironments
+            pool.prefetch_instances(scenario, -(-n // share))  # type: ignore[attr-defined]  # see the line above
 
     # -- the generation round ------------------------------------------------------------------------
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
