@@ -51,8 +51,20 @@ from pydantic import BaseModel
 
 from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost
 from awm_rl.runtime.process import WorkerProcess
-from awm_rl.runtime.protocol import (SNAPSHOT_NAME, CallOp, OpError, ProtocolError, SnapshotBytesOp, SnapshotOp,
-                                     ToolResult, decode_op, encode_message, environment_error, failed, read_message)
+from awm_rl.runtime.protocol import (
+    SNAPSHOT_NAME,
+    CallOp,
+    OpError,
+    ProtocolError,
+    SnapshotBytesOp,
+    SnapshotOp,
+    ToolResult,
+    decode_op,
+    encode_message,
+    environment_error,
+    failed,
+    read_message,
+)
 
 IMPORT_CRASH_LIMIT = 3  # worker deaths before ready, after which a scenario is quarantined
 STARTUP_ALLOWANCE_S = 20.0  # interpreter start plus FastAPI/SQLAlchemy imports on a busy machine
@@ -197,7 +209,7 @@ class InProcessHost(EnvHost):
         with self._lock:
             return {**self.host.stats(), "isolation": self.isolation}
 
-    def worker_alive(self, scenario: str) -> bool:
+    def worker_alive(self, scenario: str) -> bool:  # noqa: ARG002 - the interface's argument; always in process
         return True
 
     def close(self) -> None:
@@ -268,8 +280,10 @@ class IsolatedHost(EnvHost):
         """The live worker of `scenario` (started when `start`), or (None, why not)."""
         with self._lock:
             found = self._known(scenario)
-            if found is not None or not start:
+            if found is not None:
                 return found
+            if not start:
+                return None, None  # no worker: the caller says its instances are lost
             lock = self._start_locks.setdefault(scenario, threading.Lock())
         with lock:  # one import of a scenario at a time; other scenarios go on meanwhile
             with self._lock:
@@ -360,7 +374,7 @@ class IsolatedHost(EnvHost):
                     for i in idx:
                         results[i] = (failed(ops[i], why), 0.0, 0.0) if timed else failed(ops[i], why)
                     continue
-                for i, res in zip(idx, answer):
+                for i, res in zip(idx, answer, strict=True):
                     if timed:
                         try:
                             res, wall, cpu = res
@@ -639,7 +653,7 @@ def _warm_up() -> None:
     install_engine_routing()
     base = declarative_base()
 
-    class Row(base):
+    class Row(base):  # type: ignore[valid-type,misc]  # declarative_base() makes the class at run time
         __tablename__ = "warm"
         id = Column(Integer, primary_key=True)
 

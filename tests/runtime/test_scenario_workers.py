@@ -5,14 +5,16 @@ import is never killed by another caller's deadline."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
 import psutil
 import pytest
 
-from awm_rl.runtime.actor import IMPORT_CRASH_LIMIT
+from awm_rl.runtime.actor import IMPORT_CRASH_LIMIT, IsolatedHost
 from awm_rl.runtime.pool import EnvironmentLoadError, EnvironmentPool
+from awm_rl.runtime.protocol import CallOp, OpError, ResetOp
 from awm_rl.runtime.sandbox import sandbox_available
 
 from .conftest import BAD_ENV, make_scenario
@@ -188,7 +190,7 @@ def test_operations_on_one_instance_keep_their_order(one_host):
             for h in handles:
                 calls += [(h, "add_note", {"text": f"n{i}"}), (h, "list_notes", {})]
         results = one_host.call_many(calls)
-        for k, ((h, tool, _), res) in enumerate(zip(calls, results)):
+        for k, ((_h, tool, _), res) in enumerate(zip(calls, results, strict=True)):
             assert res.ok, res.text
             if tool == "list_notes":
                 seen = [n["text"] for n in json.loads(res.text)["notes"]]
@@ -198,3 +200,18 @@ def test_operations_on_one_instance_keep_their_order(one_host):
         one_host.max_batch = 64
         for h in handles:
             one_host.release(h)
+
+
+def test_operations_without_a_worker_answer_each_on_its_own(tmp_path):
+    """Operations on instances whose scenario has no worker on the host, and a malformed one, are answered one
+    by one; the batch never raises (the pool would read that as a crashed host)."""
+    saved = dict(os.environ)  # the host drops secret-looking variables from its own process
+    host = IsolatedHost(str(tmp_path))
+    try:
+        call, reset, bogus = host.run_batch([CallOp("gone:ab:1", "t"), ResetOp("gone:ab:2"), ("bogus",)])
+    finally:
+        host.close()
+        os.environ.update(saved)
+    assert call.error_kind == "environment" and "not hosted here" in call.text, call
+    assert isinstance(reset, OpError) and reset.kind == "unknown", reset
+    assert isinstance(bogus, OpError) and "unknown operation 'bogus'" in bogus.message, bogus
