@@ -33,9 +33,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from awm_resources.documents import verifier_functions as verifier_functions  # one owner; callers import it here
+from awm_resources.settings import scratch_mb
 from awm_rl.runtime.process import WorkerProcess
 from awm_rl.runtime.sandbox import isolation_level, sandbox_available, sandboxed_command, seccomp_level
-from awm_resources.settings import scratch_mb
 
 # The import allow-list lives in the worker script (ALLOWED_IMPORTS there): it runs stdlib-only.
 WORKER_SCRIPT = Path(__file__).with_name("_verifier_worker.py")
@@ -329,7 +330,7 @@ def _to_outcome(function: VerifierFunction, reply: dict) -> VerifierOutcome:
             elapsed_ms=elapsed, output=output,
         )
     result = json.loads(reply["result_json"])
-    verdict = None
+    verdict: Literal["complete", "others"] | None = None
     if function == "verify_task_completion":
         raw = result.get("result")
         normalised = raw.strip().lower() if isinstance(raw, str) else None
@@ -339,17 +340,7 @@ def _to_outcome(function: VerifierFunction, reply: dict) -> VerifierOutcome:
                 error=f"verify_task_completion must return {{'result': 'complete'|'others'}}, got result={raw!r}",
                 elapsed_ms=elapsed, output=output,
             )
-        verdict = normalised
+        verdict = "complete" if normalised == "complete" else "others"
     return VerifierOutcome(
         ok=True, function=function, result=result, verdict=verdict, elapsed_ms=elapsed, output=output
     )
-
-
-def verifier_functions(code: str) -> list[str]:
-    """Names of the verifier entry points a code string defines (a text scan; nothing runs)."""
-    import re
-
-    return [
-        name for name in ("verify_task_completion", "verify_task")
-        if re.search(rf"^\s*(?:async\s+)?def\s+{name}\s*\(", code, re.M)
-    ]

@@ -46,11 +46,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from awm_rl.limits import untrusted_env
 from awm_resources.settings import scratch_mb
+from awm_rl.limits import untrusted_env
 from awm_rl.runtime.process import WorkerProcess
-from awm_rl.runtime.sandbox import (isolation_level, sandboxed_command, scratch_files, scratch_files_limit,
-                                    scratch_summary, seccomp_level)
+from awm_rl.runtime.sandbox import (
+    isolation_level,
+    sandboxed_command,
+    scratch_files,
+    scratch_files_limit,
+    scratch_summary,
+    seccomp_level,
+)
 
 # Interpreter start plus FastAPI/SQLAlchemy/pydantic imports on a busy 2-core machine.
 STARTUP_ALLOWANCE_S = 20.0
@@ -322,7 +328,7 @@ def _module_state_check(host: Any, fresh_host: Any = None, max_calls: int = 40) 
     again, again_db, _ = run(fresh_host())
     if again != first or again_db != first_db:
         return None  # the calls are not reproducible even from a fresh module: randomness, not carried state
-    for (name, _), a, b in zip(calls, first, second):
+    for (name, _), a, b in zip(calls, first, second, strict=False):  # a run may stop early
         if a != b:
             return (f"module-level mutable state: identical calls on two fresh instances diverge at {name!r} "
                     f"(first {a[:160]!r}, then {b[:160]!r}), while a freshly imported module answers as the first "

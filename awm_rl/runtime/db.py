@@ -71,7 +71,7 @@ def open_instance_db(template: bytes) -> InstanceConnection:
     conn = sqlite3.connect(":memory:", check_same_thread=False, factory=InstanceConnection,
                            cached_statements=STATEMENT_CACHE)
     conn.deserialize(template)
-    return conn  # type: ignore[return-value]
+    return conn
 
 
 def write_db_file(conn_or_bytes: sqlite3.Connection | bytes, path: Path, *, read_only: bool = True) -> Path:
@@ -131,7 +131,7 @@ class InstancePool(Pool):
     handler share it), but the connection follows the instance the call belongs to.
     """
 
-    def __init__(self, creator=None, **kw):  # creator is ignored: connections come from the slot
+    def __init__(self, creator=None, **kw):  # noqa: ARG002 - SQLAlchemy passes it; connections come from the slot
         super().__init__(lambda: _current_conn(), **kw)
 
     def status(self) -> str:
@@ -145,7 +145,7 @@ class InstancePool(Pool):
                               logging_name=self._orig_logging_name, _dispatch=self.dispatch,
                               dialect=self._dialect)
 
-    def _do_return_conn(self, record) -> None:
+    def _do_return_conn(self, record) -> None:  # noqa: ARG002 - the pool interface; the connection stays open
         return None
 
     def _do_get(self):

@@ -44,7 +44,8 @@ class EnvLoadError(RuntimeError):
     """The environment code could not be imported (message holds the reason and traceback tail)."""
 
 
-def _routed_create_engine(url: Any = None, *args: Any, **kwargs: Any):
+# The generated code's own engine options are dropped: every engine is the instance-routed SQLite one.
+def _routed_create_engine(url: Any = None, *args: Any, **kwargs: Any):  # noqa: ARG001 - dropped on purpose
     text = str(url) if url is not None else ""
     _requested_urls.append(text)
     if text and not (text.startswith("sqlite") or "://" not in text):
@@ -62,8 +63,8 @@ def install_engine_routing() -> None:
     with _patch_lock:
         if _patched:
             return
-        sqlalchemy.create_engine = _routed_create_engine  # type: ignore[assignment]
-        sqlalchemy.engine.create_engine = _routed_create_engine  # type: ignore[assignment]
+        sqlalchemy.create_engine = _routed_create_engine
+        sqlalchemy.engine.create_engine = _routed_create_engine
         os.environ["DATABASE_PATH"] = SENTINEL_DATABASE_URL
         _patched = True
 

@@ -46,11 +46,17 @@ from typing import Any
 from awm_resources.settings import load_settings
 from awm_rl.limits import CallTimeout, Watchdog, deadline, untrusted
 from awm_rl.runtime.asgi import AnswerTooLarge, asgi_request
-from awm_rl.runtime.db import (_Slot, build_template, current_slot, open_instance_db, write_db_file)
+from awm_rl.runtime.db import _Slot, build_template, current_slot, open_instance_db, write_db_file
 from awm_rl.runtime.envcode import EnvLoadError, LoadedEnv, load_env
 from awm_rl.runtime.protocol import ToolResult, agent_error, environment_error, instance_id, snapshot_stem
-from awm_rl.runtime.tools import (ArgumentError, ToolRoute, build_tool_routes, check_argument_names, parse_arguments,
-                                  to_request)
+from awm_rl.runtime.tools import (
+    ArgumentError,
+    ToolRoute,
+    build_tool_routes,
+    check_argument_names,
+    parse_arguments,
+    to_request,
+)
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ class _EnvTool(Tool):
 class _ResetTool(Tool):
     _env: Any = PrivateAttr(default=None)
 
-    async def run(self, arguments: dict[str, Any]) -> McpToolResult:
+    async def run(self, arguments: dict[str, Any]) -> McpToolResult:  # noqa: ARG002 - reset takes no arguments
         await self._env.reset()  # after the calls in flight
         return McpToolResult(content=[TextContent(type="text", text='{"reset": true}')],
                              structured_content={"reset": True})

@@ -49,9 +49,21 @@ from pathlib import Path
 from typing import Any
 
 from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S
-from awm_rl.runtime.protocol import (CallOp, CreateOp, LoadOp, Operation, OpError, ReleaseOp, ResetOp, SnapshotOp,
-                                     TimedResult, ToolResult, decode_op, environment_error)
-from awm_rl.runtime.protocol import OpenOp  # noqa: F401 - for `run_timed` callers, with the other operations
+from awm_rl.runtime.protocol import (
+    CallOp,
+    CreateOp,
+    LoadOp,
+    OpenOp,  # noqa: F401 - for `run_timed` callers, with the other operations
+    Operation,
+    OpError,
+    ReleaseOp,
+    ResetOp,
+    SnapshotOp,
+    TimedResult,
+    ToolResult,
+    decode_op,
+    environment_error,
+)
 
 # A batch that may import a scenario's code waits for the host's import limit (plus its own calls).
 IMPORT_BUDGET_S = DEFAULT_IMPORT_TIMEOUT_S + 25.0  # the actor allows import + 20 s startup
@@ -129,7 +141,9 @@ class _HostLink:
                 await self.wakeup.wait()
                 continue
             await self.slots.acquire()
-            batch, waiting, held = [], [], set()
+            batch: list[tuple[Operation, Any]] = []
+            waiting: list[tuple[Operation, Any]] = []
+            held: set[str] = set()
             while self.queue and len(batch) < self.pool.max_batch:
                 item = self.queue.popleft()
                 iid = item[0].instance
@@ -186,7 +200,7 @@ class _HostLink:
                         del self.inflight_instances[iid]
             if self.queue:
                 self.wakeup.set()
-        for (_, fut), res in zip(batch, results):
+        for (_, fut), res in zip(batch, results, strict=True):
             if not fut.done():
                 fut.set_result(res)
 
@@ -243,6 +257,7 @@ class EnvironmentPool:
         self._own_snapshot_dir = snapshot_dir is None
         # Snapshots are written by the hosts and read here: on one machine a RAM folder; when the cluster has
         # more nodes, a folder of the store (which every node shares), since a host may run elsewhere.
+        base: str | None
         if _nodes_alive() > 1:
             base = str(self.store.root / ".snapshots")
             os.makedirs(base, exist_ok=True)

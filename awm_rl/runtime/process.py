@@ -128,7 +128,7 @@ class WorkerProcess:
             self._reader.join(timeout=0.5)
         return Death(status, returncode_signal(status), self._killed_why, tuple(self._tail))
 
-    def close(self, wait_s: float = 5.0) -> None:
+    def close(self, wait_s: float | None = 5.0) -> None:
         """Kill it and whatever it left in its process group, reap it and close its pipes."""
         self.kill()
         self.wait(wait_s)

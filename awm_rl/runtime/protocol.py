@@ -119,7 +119,7 @@ class _Op:
     @property
     def scenario(self) -> str:
         iid = self.instance
-        return scenario_of(iid) if iid is not None else getattr(self, "scenario_name")
+        return scenario_of(iid) if iid is not None else self.scenario_name  # type: ignore[attr-defined]
 
     def wire(self) -> tuple:
         """The form that crosses Ray and the worker pipe: (kind, *fields)."""
@@ -244,7 +244,7 @@ class OutputSchemasOp(_Op):
 Operation = (CallOp | ResetOp | OpenOp | ReleaseOp | CreateOp | LoadOp | SnapshotOp | SnapshotBytesOp
              | OutputSchemasOp)
 # The one table of operation kinds.
-OPERATIONS: dict[str, type] = {cls.kind: cls for cls in Operation.__args__}  # type: ignore[attr-defined]
+OPERATIONS: dict[str, type] = {cls.kind: cls for cls in Operation.__args__}
 
 
 def _values_of(cls: type) -> Callable[[Any], tuple]:

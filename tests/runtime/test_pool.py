@@ -139,7 +139,7 @@ def test_isolation_many_instances(corpus_pool):
             return await asyncio.gather(*(pool.snapshot_async(h) for _, _, h in handles))
         snaps = asyncio.run(snap_all())
         initial_digest = {}
-        for (key, j, _h), (initial, final) in zip(handles, snaps):
+        for (key, j, _h), (initial, final) in zip(handles, snaps, strict=True):
             initial_digest.setdefault(key, _digest(initial))
             assert _digest(final) != initial_digest[key]
             expected = {(key, j)} if WRITES[key][1] else set()
@@ -148,7 +148,7 @@ def test_isolation_many_instances(corpus_pool):
         async def reset_all():
             await asyncio.gather(*(pool.reset_async(h) for _, _, h in handles))
         asyncio.run(reset_all())
-        for (key, _, _), (_, final) in zip(handles, asyncio.run(snap_all())):
+        for (key, _, _), (_, final) in zip(handles, asyncio.run(snap_all()), strict=True):
             assert _digest(final) == initial_digest[key]
     finally:
         for _, _, h in handles:
