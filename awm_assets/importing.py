@@ -65,7 +65,7 @@ def check_imported(store: ArtifactStore, report: ImportReport, limit: int = CHEC
     leaves them to `awm catalog --refresh`: more than `limit` of them (an AWM-1K import stays an import; the
     refresh checks them in one go, reusing results by content) or a judge model configured (judged results
     come from the refresh, which has the judge). Why here: whoever imports a few scenarios waits for them
-    anyway, and the next refresh then only reads the stored results."""
+    anyway, and `awm import` then refreshes the catalog in the same process (Dagster loaded once)."""
     from awm_resources.llm import REPLAY_MODEL
     from awm_resources.settings import judge_llm_config
 
