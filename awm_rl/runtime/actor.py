@@ -83,7 +83,7 @@ def _decode(ops: list) -> list[Any]:
 
 
 class EnvHost:
-    """What a host actor answers (the same for both kinds of host; see `make_env_host`).
+    """What a host actor answers (the same for both kinds of host; `host_class` picks one).
 
     `run_batch(ops)` runs operations (`awm_rl.runtime.protocol`, typed or in their wire form) and answers
     each on its own, in order per instance; `run_batch_timed` adds each one's time inside the host."""
@@ -114,15 +114,13 @@ class EnvHost:
         return self.run_batch([CallOp(iid, name, arguments)])[0]
 
 
-def make_env_host(store_root: str, *, isolate: bool | None = None, **options: Any) -> EnvHost:
-    """An isolated host when `isolate` (default: when bubblewrap is available), else an in-process one."""
+def host_class(isolate: bool | None = None) -> type[EnvHost]:
+    """`IsolatedHost` when `isolate` (default: when bubblewrap is available), else an in-process host."""
     from awm_rl.runtime.sandbox import sandbox_available
 
     if isolate is None:
-        isolate = sandbox_available()
-        if not isolate:
-            return _UnsandboxedHost(store_root, **options)
-    return IsolatedHost(store_root, **options) if isolate else InProcessHost(store_root, **options)
+        return IsolatedHost if sandbox_available() else _UnsandboxedHost
+    return IsolatedHost if isolate else InProcessHost
 
 
 def _limits(max_answer_bytes: int | None, max_request_bytes: int | None) -> dict[str, int]:
@@ -576,7 +574,7 @@ def _write_snapshot(res: Any, out_dir: Path) -> Any:
 
 
 def _serve_worker(store_root: str, options: dict[str, Any], scenario: str) -> int:
-    """One scenario's isolated worker: an in-process `EnvHost` that imports `scenario`, says it is
+    """One scenario's isolated worker: an `InProcessHost` that imports `scenario`, says it is
     ready (with the load info, or the load error), then answers one JSON batch at a time. In the sandbox
     it first applies the seccomp filter (or exits), and reports it in its ready and stats answers."""
     from awm_rl.runtime.seccomp import enforce_in_sandbox
@@ -678,14 +676,13 @@ def remote_host_class(**options: Any):
     lazily so importing this module does not import Ray)."""
     import ray
 
-    from awm_rl.runtime.sandbox import sandbox_available
-
+    cls = host_class()
     # Isolated: batches for different scenarios run concurrently (each worker has its own pipe and
     # lock); in-process hosts run one batch at a time on the main thread (their SIGALRM deadlines).
     opts = {"max_restarts": -1, "max_task_retries": 0, "num_cpus": 0,
-            "max_concurrency": 32 if sandbox_available() else 1}
+            "max_concurrency": 32 if cls is IsolatedHost else 1}
     opts.update(options)
-    return ray.remote(**opts)(IsolatedHost if sandbox_available() else _UnsandboxedHost)
+    return ray.remote(**opts)(cls)
 
 
 if __name__ == "__main__":
