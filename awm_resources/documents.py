@@ -69,7 +69,7 @@ class Scenario(Document):
     """`scenario.json`: written by synthesis (`synthesis.scenarios.register_accepted`) or the import."""
 
     name: str
-    key: str
+    key: str | None = None  # the folder name is the key; stores built by hand may leave it out
     description: str | None = None
     category: str | None = None
     seed_batch: str | None = None

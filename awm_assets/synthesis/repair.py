@@ -48,6 +48,7 @@ from awm_assets.synthesis.stages import (
     scenario_info,
     with_task_rows,
 )
+from awm_resources.documents import verifier_functions
 from awm_resources.llm import LLMClient, LLMOutputError, ReplayMissingError, parse_model
 from awm_resources.sqlite_build import database_excerpt, schema_sql
 from awm_resources.store import ArtifactStore
@@ -222,8 +223,6 @@ class SolutionsStage:
         """Check each proposed data change on top of the ones kept before it (`datafix.check_data_change`);
         the tasks whose change is kept (proven on the changed database)."""
         from awm_assets.synthesis.datafix import check_data_change
-        from awm_rl.verification import verifier_functions
-
         proposals = [i for i, s in sorted(written.items()) if s.at_fault == "data" and s.data_change]
         if not proposals:
             return set()
@@ -270,8 +269,6 @@ class SolutionsStage:
     def _regenerate_verifier(self, ctx: AttemptContext, idx: int, task: str, solution: SolutionOutput, database: str,
                              sent: dict, raw: dict, errors: dict[str, list[str]]) -> dict[str, Any] | None:
         """A new verifier for task `idx` from the diagnosis of a clean run; None (and an error) if unusable."""
-        from awm_rl.verification import verifier_functions
-
         item = f"task_{idx}"
         corrections = [*ctx.corrections(item), f"A reference solution ran cleanly (every call answered 2xx) and "
                        f"this verifier still did not say 'complete'. Diagnosis: {solution.diagnosis}\nThe calls "

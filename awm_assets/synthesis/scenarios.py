@@ -12,6 +12,7 @@ from typing import Any
 from awm_assets.synthesis import prompts
 from awm_assets.synthesis.models import ScenarioCandidates, SuitabilityVerdicts
 from awm_assets.synthesis.seeds import SeedBatch
+from awm_resources.documents import SCENARIO_FILE, Scenario, dump
 from awm_resources.llm import CallTag, LLMClient
 from awm_resources.names import normalize_scenario_name
 from awm_resources.store import ArtifactStore
@@ -70,9 +71,9 @@ def kept_scenarios(store: ArtifactStore) -> list[dict[str, Any]]:
     """Every scenario already in the store (all batches, imported ones included)."""
     out = []
     for key in store.list_scenarios():
-        sc = store.read_json(key, "scenario.json")
-        out.append({"key": key, "name": sc.get("name") or key, "description": sc.get("description") or "",
-                    "category": sc.get("category") or "other"})
+        sc = store.scenario(key)
+        out.append({"key": key, "name": sc.name or key, "description": sc.description or "",
+                    "category": sc.category or "other"})
     return out
 
 
@@ -155,9 +156,9 @@ def register_accepted(result: GenerationResult, store: ArtifactStore, batch: See
     """Write scenario.json for every accepted scenario; returns their keys."""
     keys = []
     for d in result.accepted():
-        store.write_json(d.key, "scenario.json", {"name": d.name, "key": d.key, "description": d.description,
-                                                  "category": d.category, "seed_batch": batch.key,
-                                                  "source": "synthesized"})
+        scenario = Scenario(name=d.name, key=d.key, description=d.description, category=d.category,
+                            seed_batch=batch.key, source="synthesized")
+        store.write_json(d.key, SCENARIO_FILE, dump(scenario))
         keys.append(d.key)
     return keys
 

@@ -16,6 +16,7 @@ from awm_assets.synthesis import prompts
 from awm_assets.synthesis.context import store_tool_specs, task_rows, tool_specs
 from awm_assets.synthesis.models import ApiSpec, SampleOutput, SchemaOutput, TaskList, VerifierOutput
 from awm_assets.synthesis.runner import AttemptContext, AttemptResult
+from awm_resources.documents import verifier_functions
 from awm_resources.llm import extract_code, parse_model
 from awm_resources.sqlite_build import (
     BuildResult,
@@ -33,12 +34,12 @@ FORBIDDEN_TASK_WORDS = re.compile(r"\b(log ?in|sign ?in|sign ?up|register|passwo
 
 
 def scenario_info(ctx: AttemptContext) -> tuple[str, str]:
-    sc = ctx.store.read_json(ctx.scenario, "scenario.json")
-    return sc.get("name") or ctx.scenario, sc.get("description") or ""
+    sc = ctx.store.scenario(ctx.scenario)
+    return sc.name or ctx.scenario, sc.description or ""
 
 
 def load_tasks(ctx: AttemptContext) -> list[str]:
-    return ctx.store.read_json(ctx.scenario, "tasks.json")["tasks"]
+    return ctx.store.tasks(ctx.scenario).tasks
 
 
 def load_schema(ctx: AttemptContext) -> list[SchemaTable]:
@@ -227,8 +228,6 @@ class VerifiersStage:
     name, threshold = "verifiers", 0.0
 
     def attempt(self, ctx: AttemptContext) -> AttemptResult:
-        from awm_rl.verification import verifier_functions
-
         name, _ = scenario_info(ctx)
         task_list = load_tasks(ctx)
         schema = schema_sql(load_schema(ctx))

@@ -93,8 +93,9 @@ def batch_generation_usage(store: ArtifactStore, batch: str) -> dict[str, Any]:
 
 def scenario_record(store: ArtifactStore, key: str) -> dict[str, Any]:
     """What the statistics read of one scenario: its batch, whether every stage is present, its stage records."""
-    scenario = store.read_json(key, "scenario.json")
-    return {"batch": scenario.get("seed_batch") or scenario.get("source") or "unknown",
+    scenario = store.scenario(key)
+    source = scenario.source if "source" in scenario.model_fields_set else None  # no source: "unknown" here
+    return {"batch": scenario.seed_batch or source or "unknown",
             "complete": set(STAGES) <= set(store.present_stages(key)), "stages": _stage_records(store, key)}
 
 
