@@ -432,7 +432,7 @@ class LLMClient:
         s = self.stages.get(stage) or StageSettings()
         model = s.model or self.model
         same_provider = s.model is None or _provider_prefix(model) == _provider_prefix(self.model)
-        pick = lambda own, default: own if own is not None else default  # noqa: E731
+        pick = lambda own, default: own if own is not None else default  # noqa: E731 - a one-line local helper
         return ResolvedCall(model, s.api_base or (self.api_base if same_provider else None),
                             s.api_key or (self.api_key if same_provider else None), pick(s.temperature, self.temperature),
                             pick(s.max_tokens, self.max_tokens), pick(s.reasoning_effort, self.reasoning_effort),

@@ -307,7 +307,7 @@ class Settings(BaseSettings):
 
 
 def sections() -> dict[str, type[Section]]:
-    return {name: f.annotation for name, f in Settings.model_fields.items()}  # type: ignore[misc]
+    return {name: f.annotation for name, f in Settings.model_fields.items()}  # type: ignore[misc]  # each field is a Section
 
 
 @lru_cache(maxsize=1)

@@ -59,7 +59,7 @@ for _name in sorted(ALLOWED_IMPORTS | _INTERNAL_IMPORTS | ALLOWED_SUBMODULES) + 
     except ImportError:
         pass
 import inspect  # noqa: E402  (after the pre-imports on purpose)
-import sqlite3  # noqa: E402
+import sqlite3  # noqa: E402 - as above
 
 MAX_RESULT_BYTES = 1_000_000
 NOBODY = 65534

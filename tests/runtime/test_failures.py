@@ -173,7 +173,7 @@ def test_crashed_host_is_restarted(bad_pool, pair):
 def test_import_and_startup_writes_are_part_of_the_initial_state(bad_pool):
     h = bad_pool.acquire("seeded_env")
     try:
-        texts = lambda: [n["text"] for n in json.loads(bad_pool.call_tool(h, "list_notes", {}).text)["notes"]]  # noqa: E731
+        texts = lambda: [n["text"] for n in json.loads(bad_pool.call_tool(h, "list_notes", {}).text)["notes"]]  # noqa: E731 - a one-line local helper
         assert texts() == ["first", "second", "seeded at import", "seeded at startup"]
         assert bad_pool.call_tool(h, "add_note", {"text": "mine"}).ok
         bad_pool.reset(h)

@@ -137,7 +137,7 @@ def test_slow_import_is_not_killed_by_another_callers_deadline(worker_store):
         def slow() -> None:
             try:
                 got["handle"] = pool.acquire("slow_env")
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - the thread hands any failure to the test
                 got["error"] = exc
 
         t = threading.Thread(target=slow)
