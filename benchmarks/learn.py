@@ -19,6 +19,7 @@ PNG and an ASCII plot); the claim holds when `last - first >= 0.2` for every see
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -39,7 +40,7 @@ MIN_RISE = 0.2
 
 # The tiny model's tokenizer also learns the tool listings the policy will read, with merges across words: a
 # demo prompt is then about 0.6k tokens instead of 4.3k (the listing is most of it), which is what makes
-# 12 steps of 24 rollouts fit in minutes on two cores. The prompts' text is unchanged.
+# 10 steps of 24 rollouts fit in minutes on two cores. The prompts' text is unchanged.
 TOKENIZER = {"vocab_size": 2048, "merge_across_words": True}
 # Partial warm start: supervised steps on the reference solutions' turns (AdamW, all samples per step), stopped
 # before the first update at which the reference episodes are already likely: the mean over tasks of
@@ -47,12 +48,16 @@ TOKENIZER = {"vocab_size": 2048, "merge_across_words": True}
 # temperature 1, would replay a task's reference solution token for token about 1 time in 10. That leaves
 # room: rollouts pass some of the time, groups differ in reward, and most of the way up is GRPO's.
 WARM_START = {"max_steps": 200, "learning_rate": 1.0e-2, "reference_prob": 0.1}
-# The GRPO run (a TrainConfig; model.path and the paths are filled in per seed).
+# The GRPO run (a TrainConfig; model.path and the paths are filled in per seed). 3 tasks x G=8 rollouts per step,
+# one policy update per task; beta 0 (no reference model: a third less compute). learning_rate 5e-4: at 5e-3
+# the first step wrecked the warm-started policy (a fresh AdamW moves every weight by about the learning rate on
+# its first updates): within the step 22% of tokens hit the low clip and the policy ratio fell to 5e-10, and
+# from step 2 on every rollout ran to the generation limit on its first turn (its end-of-turn token lost).
 TRAIN_CONFIG: dict[str, Any] = {
     "name": "learn-bench",
     "environments": {"scenarios": DEMO_SCENARIOS, "max_tasks_per_scenario": 1, "verifier_audit": "catalog",
                      "env_hosts": 1},
-    "grpo": {"steps": 12, "group_size": 8, "tasks_per_step": 3, "mini_batch_tasks": 1, "micro_batch_samples": 8,
+    "grpo": {"steps": 10, "group_size": 8, "tasks_per_step": 3, "mini_batch_tasks": 1, "micro_batch_samples": 8,
              "learning_rate": 5.0e-4, "beta": 0.0, "save_every": 1000, "save_total_limit": 1},
     "rollout": {"max_turns": 5, "history": "window", "window": 3, "max_response_tokens": 192,
                 "max_context_tokens": 8192, "temperature": 1.0, "concurrency": 32, "tool_listing": "compact"},
@@ -130,7 +135,7 @@ def warm_start(store_root: Path, out_dir: Path, seed: int, max_steps: int, refer
         per_task = [replay_samples(view, policy, [task], tokenizer, loop_config)[0] for task in tasks]
     finally:
         pool.close()
-    missing = [f"{t.scenario}/{t.task_idx}" for t, s in zip(tasks, per_task) if not s]
+    missing = [f"{t.scenario}/{t.task_idx}" for t, s in zip(tasks, per_task, strict=True) if not s]
     if missing:
         raise BenchError(f"the reference solutions ({SOLUTIONS}) of {missing} did not end with a final answer "
                          f"through the loop; see {loop_config.snapshot_dir}")
@@ -144,7 +149,7 @@ def warm_start(store_root: Path, out_dir: Path, seed: int, max_steps: int, refer
 
     def likely(nll: list[float]) -> bool:
         per = [0.0] * len(tasks)
-        for i, value in zip(owner, nll):
+        for i, value in zip(owner, nll, strict=True):
             per[i] += value
         probs[:] = [math.exp(-v) for v in per]
         return sum(probs) / len(probs) >= reference_prob
@@ -283,11 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     out = (args.output or Path(tempfile.mkdtemp(prefix="awm-bench-learn-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        store_root, synth_s = _store(args.store, out)
-        runs = []
-        for seed in args.seeds:
-            runs.append(run_seed(store_root, out / f"seed{seed}", seed, args.steps, args.warm_steps))
+    try:  # progress and whatever Ray's workers print go to stderr: stdout carries only the report
+        with contextlib.redirect_stdout(sys.stderr):
+            store_root, synth_s = _store(args.store, out)
+            runs = [run_seed(store_root, out / f"seed{seed}", seed, args.steps, args.warm_steps) for seed in args.seeds]
     except BenchError as exc:
         print(f"awm bench learn: {exc}", file=sys.stderr)
         return 2
