@@ -79,11 +79,10 @@ def import_(src: Path = typer.Argument(..., help="folder of AWM JSONL files (e.g
     """Import a folder of AWM JSONL files into the store and Dagster (a partition per scenario); a re-imported
     scenario is replaced whole (every stage from the new source) or not at all. An import of a few complete
     scenarios (at most 4) also runs the quality gate on them and refreshes the catalog."""
-    from awm_resources.store import ArtifactStore
-
     from awm_assets.importing import check_imported, import_into_dagster
     from awm_assets.instance import get_instance
     from awm_resources.progress import progress_bar
+    from awm_resources.store import ArtifactStore
 
     if not src.is_dir():
         _fail("import", f"{src} is not a folder")
@@ -137,9 +136,8 @@ def catalog(as_json: bool = typer.Option(False, "--json"),
                                                                   "(the refresh_catalog job; what training reads), "
                                                                   "unless nothing changed since the last refresh")) -> None:
     """Scenarios with statistics and readiness."""
-    from awm_resources.store import ArtifactStore
-
     from awm_assets.synthesis.catalog import build_catalog, catalog_up_to_date, written_catalog
+    from awm_resources.store import ArtifactStore
 
     # The refresh_catalog job (quality gate + catalog.json), recorded in the Dagster instance; none when its
     # files were written from the store as it is now (it would write them again), which needs no Dagster.
@@ -167,8 +165,8 @@ def synth(seed_batch: Path = typer.Option(..., "--seed-batch", help="seed file (
           as_json: bool = typer.Option(False, "--json")) -> None:
     """Synthesize a seed batch headlessly: the same jobs as the UI, into the same Dagster instance."""
     from awm_assets.inprocess import synthesize_batch
-    from awm_resources.progress import progress_bar
     from awm_assets.synthesis.seeds import SeedFileError
+    from awm_resources.progress import progress_bar
 
     try:
         with progress_bar("synthesizing", None) as advance:
@@ -202,11 +200,11 @@ def repair(scenarios: Optional[list[str]] = typer.Argument(None, help="default: 
     """Repair stored environments with the configured LLM (the repair_environment job): env code answering 5xx on
     valid input, unusable verifiers, tasks without a proven reference solution."""
     import dagster as dg
-    from awm_resources.progress import progress_bar
 
     from awm_assets.inprocess import bound_store, repair_scenarios
     from awm_assets.instance import get_instance
     from awm_assets.synthesis.repair import repair_table
+    from awm_resources.progress import progress_bar
 
     store = bound_store()
     names = scenarios or [s for s in store.list_scenarios() if store.has(s, "server.py")]

@@ -96,10 +96,9 @@ def catalog_up_to_date(store: ArtifactStore) -> bool:
     """Whether a refresh would write the catalog group's files again as they are: each was written from the
     store as it is now (`catalog_index.catalog_current`), the quality summary with the judge configured now.
     `awm catalog --refresh` then starts no run."""
+    from awm_assets.synthesis.catalog_index import catalog_current
     from awm_resources.llm import REPLAY_MODEL
     from awm_resources.settings import judge_llm_config
-
-    from awm_assets.synthesis.catalog_index import catalog_current
 
     model = judge_llm_config().model
     judge = None if model in (None, "", REPLAY_MODEL) else f"sql:{model}"  # the gate's judge (gate_judge)

@@ -123,7 +123,8 @@ def replay_samples(pool: ToolEnvironments, policy: ScriptedPolicy, tasks: list[T
     return samples, ran, kept
 
 
-def supervised_steps(model: Any, tokenizer: Any, samples: list[tuple[list[int], list[int]]], *, steps: int,
+def supervised_steps(model: Any, tokenizer: Any,  # noqa: ARG001 - unused (samples are token ids); 4 callers pass it
+                     samples: list[tuple[list[int], list[int]]], *, steps: int,
                      learning_rate: float, seed: int = 0, target_loss: float | None = None,
                      stop_when: Callable[[list[float]], bool] | None = None) -> list[float]:
     """AdamW steps (all samples per step) of next-token loss on the targets; returns the loss per step.
