@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from awm_assets.synthesis.models import SNAKE
+from awm_resources.documents import TASKS_FILE
 from awm_resources.store import ArtifactStore
 
 
@@ -59,9 +60,9 @@ def structural_check(store: ArtifactStore, key: str, stage: str, meta: dict[str,
         return CheckVerdict(ok, f"imports, serves {tools} tools" + (f", missing {missing}" if missing else ""),
                             {"tools": tools})
     if stage == "verifiers":
-        entries = store.read_json(key, "verifiers.json")["verifiers"]
-        n_tasks = len(store.read_json(key, "tasks.json")["tasks"]) if store.has(key, "tasks.json") else 0
-        covered = {e["task_idx"] for e in entries if e.get("functions")}
+        entries = store.verifiers(key).verifiers
+        n_tasks = len(store.tasks(key).tasks) if store.has(key, TASKS_FILE) else 0
+        covered = {e.task_idx for e in entries if e.functions}
         ok = bool(covered) and len(covered) >= n_tasks
         return CheckVerdict(ok, f"verifiers for {len(covered)}/{n_tasks} tasks", {"verifiers": len(covered)})
     raise KeyError(stage)
