@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, TEST_SENSOR_INTERVAL_S, daemon_dagster_home
 
 pytestmark = pytest.mark.slow
 
@@ -88,12 +88,9 @@ def dagster_dev(tmp_path_factory):
     seeds.mkdir()
     shutil.copy(PROJECT_ROOT / "seeds" / "demo.jsonl", seeds / "demo.jsonl")
     (seeds / "broken.jsonl").write_text('{"name": \n')  # must be reported, not crash the sensor
-    dagster_home = root / "dagster_home"
-    dagster_home.mkdir()
-    shutil.copy(PROJECT_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+    dagster_home = daemon_dagster_home(root / "dagster_home")
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home), "AWM_HOME": str(root / "awm_home"),
-           "AWM_SEED_DIR": str(seeds), "HF_HUB_OFFLINE": "1",
-           "AWM_SENSOR_INTERVAL_S": "6"}  # sensors look every 6 s (30 s by default)
+           "AWM_SEED_DIR": str(seeds), "HF_HUB_OFFLINE": "1", "AWM_SENSOR_INTERVAL_S": TEST_SENSOR_INTERVAL_S}
     port = _free_port()
     log = open(root / "dev.log", "w")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml",
@@ -103,7 +100,7 @@ def dagster_dev(tmp_path_factory):
         server = DevServer(port, root, [], [])
         deadline = time.monotonic() + 480
         while time.monotonic() < deadline:
-            time.sleep(5)
+            time.sleep(2)
             try:
                 data = _graphql(port, "{ runsOrError { ... on Runs { results { runId jobName status tags { key value } } } } }")
                 mats = _graphql(port, CATALOG_MATERIALIZATIONS)["assetOrError"].get("assetMaterializations") or []
