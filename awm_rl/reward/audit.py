@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from awm_resources.documents import AUDIT_FILE
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
 from awm_rl.verification import VerifierJob, VerifierOutcome, run_verifiers
 
-AUDIT_FILE = "verifier_audit.json"
 PROBE_ANSWERS: tuple[str | None, ...] = (
     None,
     "Done.",
