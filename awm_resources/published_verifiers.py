@@ -16,7 +16,8 @@ import ast
 import json
 from typing import Any
 
-SQL_FUNCTION, CODE_FUNCTION = "verify_task", "verify_task_completion"
+from awm_resources.documents import CODE_FUNCTION, SQL_FUNCTION
+
 FILE_FOR = {SQL_FUNCTION: "gen_verifier", CODE_FUNCTION: "gen_verifier.pure_code"}
 
 
