@@ -152,7 +152,7 @@ def _require_browser():
     except (OSError, subprocess.SubprocessError) as exc:
         pytest.fail(f"{CHROMIUM} --version failed ({exc}); reinstall Debian's chromium package (`make chromium`)")
     try:
-        import playwright.sync_api  # noqa: F401
+        import playwright.sync_api  # noqa: F401 - only whether it imports
     except ImportError:
         pytest.fail("Playwright for Python is missing: `pip install -e '.[dev]'` (never `playwright install`: "
                     "the test drives Debian's Chromium)")
