@@ -21,6 +21,7 @@ def small_bench(monkeypatch):
     cfg = learn.TRAIN_CONFIG
     monkeypatch.setitem(cfg, "environments", {**cfg["environments"], "scenarios": ["music_playlists"]})
     monkeypatch.setitem(cfg, "grpo", {**cfg["grpo"], "group_size": 2, "tasks_per_step": 1, "mini_batch_tasks": 1})
+    monkeypatch.setitem(cfg, "rollout", {**cfg["rollout"], "max_response_tokens": 96})  # its reference turns: <= 84
     monkeypatch.setitem(learn.WARM_START, "reference_prob", 0.0)  # stop before the first update: untrained
     return learn
 
