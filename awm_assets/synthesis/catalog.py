@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from awm_resources.documents import AUDIT_FILE, CATALOG_FILE, QUALITY_FILE
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 
-AUDIT_FILE = "verifier_audit.json"  # written by awm_rl.reward.audit.write_audit
-QUALITY_FILE = "quality.json"  # written by awm_rl.quality.report.scenario_quality
-CATALOG_FILE = "catalog.json"  # written by the environment_catalog asset; what training reads
 QUALITY_SUMMARY_FILE = "quality_summary.json"  # written by the environment_quality asset
 STATISTICS_FILE = "synthesis_statistics.json"  # written by the synthesis_statistics asset
 
