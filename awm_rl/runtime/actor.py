@@ -142,7 +142,7 @@ class InProcessHost(EnvHost):
                  max_request_bytes: int | None = None,
                  isolation: str = "none: host runs in this process (isolate=False)"):
         import fastapi  # noqa: F401 - warm the heavy imports so a scenario's cold start is its own cost
-        import sqlalchemy  # noqa: F401
+        import sqlalchemy  # noqa: F401 - as above
 
         from awm_rl.limits import Watchdog, apply_memory_limit, drop_secrets, install_guard
         from awm_rl.runtime import host as host_mod
@@ -634,7 +634,7 @@ def _warm_up() -> None:
     app = FastAPI()
 
     @app.post("/x/{i}", operation_id="x")
-    async def x(i: int, item: _WarmItem) -> _WarmItem:  # noqa: ARG001
+    async def x(i: int, item: _WarmItem) -> _WarmItem:  # noqa: ARG001 - the route's shape is what is warmed
         return item
 
     build_tool_routes(app)

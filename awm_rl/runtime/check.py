@@ -354,8 +354,8 @@ def _worker(work: Path) -> int:
         os.replace(tmp, work / "result.json")
 
     # Warm the heavy imports before the limits, so the cap measures the generated code only.
-    import fastapi  # noqa: F401
-    import sqlalchemy  # noqa: F401
+    import fastapi  # noqa: F401 - the import is the warm-up
+    import sqlalchemy  # noqa: F401 - as above
 
     from awm_rl.limits import Watchdog, apply_memory_limit, arm_permanently, rss_bytes
     from awm_rl.runtime import host as host_mod

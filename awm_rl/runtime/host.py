@@ -115,7 +115,7 @@ def _interrupt_generated(filename: str, seconds: float):
         yield
         return
 
-    def handler(signum, frame):  # noqa: ARG001
+    def handler(signum, frame):  # noqa: ARG001 - signal handler signature
         f = frame
         while f is not None:
             if f.f_code.co_filename == filename:
@@ -159,7 +159,7 @@ class _ThreadCalls:
                         self.busy -= 1
             return await original(tracked, *args, **kwargs)
 
-        run_sync._awm_tracked = True  # type: ignore[attr-defined]
+        run_sync._awm_tracked = True  # type: ignore[attr-defined]  # a marker on the function: patched once
         anyio.to_thread.run_sync = run_sync
 
 
@@ -252,7 +252,7 @@ class ScenarioHost:
             with untrusted(), deadline(self.call_timeout_s), self._watchdog.watch(f"{self.scenario} startup", self.call_timeout_s):
                 self._loop.run_until_complete(startup())
             self.template = slot.conn.serialize()
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - anything generated startup code raises is a load error
             raise EnvLoadError(f"startup hooks of {self.scenario!r} failed: {type(exc).__name__}: {exc}") from None
         finally:
             current_slot.reset(token)
@@ -264,7 +264,7 @@ class ScenarioHost:
         self.instances.clear()
         try:
             self._loop.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing: a loop that will not close is dropped anyway
             pass
 
     # -- instances ---------------------------------------------------------------------------
@@ -531,7 +531,7 @@ class ScenarioHost:
         try:
             logging.getLogger("asyncio").disabled = True
             old.close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the replaced loop is dropped either way
             pass
         finally:
             logging.getLogger("asyncio").disabled = False

@@ -80,11 +80,11 @@ class WorkerProcess:
 
     @property
     def stdin(self) -> IO:
-        return self.proc.stdin  # type: ignore[return-value]
+        return self.proc.stdin  # type: ignore[return-value]  # a pipe when asked for (the default)
 
     @property
     def stdout(self) -> IO:
-        return self.proc.stdout  # type: ignore[return-value]
+        return self.proc.stdout  # type: ignore[return-value]  # a pipe when asked for (the default)
 
     def _read_stderr(self) -> None:
         stream = self.proc.stderr

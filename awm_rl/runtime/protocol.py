@@ -119,7 +119,7 @@ class _Op:
     @property
     def scenario(self) -> str:
         iid = self.instance
-        return scenario_of(iid) if iid is not None else self.scenario_name  # type: ignore[attr-defined]
+        return scenario_of(iid) if iid is not None else self.scenario_name  # type: ignore[attr-defined]  # ops without an instance name a scenario
 
     def wire(self) -> tuple:
         """The form that crosses Ray and the worker pipe: (kind, *fields)."""
@@ -260,7 +260,7 @@ _FIELD_VALUES = {cls: _values_of(cls) for cls in OPERATIONS.values()}
 def decode_op(op: Any) -> Operation:
     """A typed operation from its wire form (a typed one passes through); raises ProtocolError."""
     if isinstance(op, _Op):
-        return op  # type: ignore[return-value]
+        return op  # type: ignore[return-value]  # every _Op subclass is an Operation
     if not isinstance(op, (list, tuple)) or not op:
         raise ProtocolError(f"malformed operation {str(op)[:200]}: not a (kind, ...) sequence")
     cls = OPERATIONS.get(op[0]) if isinstance(op[0], str) else None
