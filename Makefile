@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   venv + install + synthesize the bundled demo seed batch offline + Dagster UI on localhost:3000
-#   make test   venv + install + the whole test suite
+#   make test   venv + install + lint (ruff, mypy) + the whole test suite
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -103,7 +103,8 @@ lint: $(BIN)/awm
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: install
+# Lint first: it takes seconds, the suite takes many minutes.
+test: install lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 clean:
