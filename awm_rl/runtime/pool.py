@@ -43,6 +43,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,7 @@ from awm_rl.runtime.protocol import (
 
 # A batch that may import a scenario's code waits for the host's import limit (plus its own calls).
 IMPORT_BUDGET_S = DEFAULT_IMPORT_TIMEOUT_S + 25.0  # the actor allows import + 20 s startup
+HOST_RESTART_WAIT_S = 20.0  # how long reset() keeps trying a host that Ray is restarting
 
 
 class PoolError(RuntimeError):
@@ -90,6 +92,10 @@ class PoolExhausted(PoolError):
 
 class PoolClosed(PoolError):
     """The pool was closed."""
+
+
+class _HostUnavailable(PoolError):
+    """A host did not answer (crashed, or restarting): a later try may reach its fresh incarnation."""
 
 
 @dataclass(eq=False)
@@ -388,6 +394,8 @@ class EnvironmentPool:
         if isinstance(res, list):
             return [(host, iid) for iid in res]
         self._links[host].instances -= n
+        if isinstance(res, _HostFailure):
+            raise _HostUnavailable(f"could not create an instance of {scenario!r}: {res.message}")
         if isinstance(res, OpError) and res.kind == "load":
             raise EnvironmentLoadError(f"environment {scenario!r} could not be loaded: {res.message}")
         raise PoolError(f"could not create an instance of {scenario!r}: {res.message}")
@@ -441,8 +449,20 @@ class EnvironmentPool:
         if isinstance(res, (OpError, _HostFailure)):
             # The instance is gone (its host restarted): replace it under the same handle.
             self._links[handle.host].instances -= 1
-            (host, iid), = await self._create(handle.scenario, 1)
-            handle.host, handle.instance_id = host, iid
+            handle.host, handle.instance_id = await self._replacement(handle.scenario)
+
+    async def _replacement(self, scenario: str) -> tuple[int, str]:
+        """A fresh instance of `scenario`; a host that is still restarting is tried again for up to
+        `HOST_RESTART_WAIT_S` (a busy machine takes seconds to bring a crashed host back)."""
+        until = time.monotonic() + HOST_RESTART_WAIT_S
+        while True:
+            try:
+                (found,) = await self._create(scenario, 1)
+                return found
+            except _HostUnavailable:
+                if time.monotonic() > until:
+                    raise
+                await asyncio.sleep(0.5)
 
     async def _snapshot(self, handle: InstanceHandle) -> tuple[Path, Path]:
         self._check_live(handle)
