@@ -114,13 +114,13 @@ def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge
     episodes = run_episodes(pool, policy, specs, config, concurrency=concurrency)
     scores = score_episodes(episodes, records, judge)
     files = []
-    for episode, score in zip(episodes, scores):
+    for episode, score in zip(episodes, scores, strict=True):
         if not keep_databases:
             discard_snapshot(episode)
         path = out_dir / "episodes" / f"{episode.scenario}.t{episode.task_idx}.json"
         atomic_write_json(path, {"episode": json.loads(episode.model_dump_json()), "score": json.loads(score.model_dump_json())})
         files.append(str(path))
-    pairs = list(zip(episodes, scores))
+    pairs = list(zip(episodes, scores, strict=True))
     by_env: dict[str, list] = {}
     by_bucket: dict[str, list] = {name: [] for name, _, _ in BUCKETS}
     required = required_calls(store, sorted({r.scenario for r in records}))
@@ -157,7 +157,7 @@ def plot_pass_rate_by_bucket(report: EvaluationReport, path: Path) -> Path:
     counts = [report.per_bucket[n]["episodes"] for n in names]
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=100)
     bars = ax.bar(names, rates, color="#4c72b0")
-    for bar, n in zip(bars, counts):
+    for bar, n in zip(bars, counts, strict=True):
         ax.annotate(f"n={n}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("pass rate")
