@@ -86,12 +86,17 @@ def _original_solution_run(code: str, initial: Path, solution: dict) -> list[dic
     return check.solutions["0"]["calls"]
 
 
-def test_repair_of_corpus_date_handling_through_the_dagster_job(corpus_store):
-    from awm_assets.inprocess import repair_scenarios
+def test_repair_of_corpus_date_handling_through_the_dagster_job(corpus_store, monkeypatch):
+    from awm_assets import inprocess
+    from awm_assets.defs import repair
+    from awm_assets.defs.shared.resources import build_resources
 
+    # `awm repair` loads the code location in its own process, so its resources see this environment
+    # (AWM_REPLAY_DIR above); this process may have loaded it before the fixture set it.
+    monkeypatch.setattr(inprocess, "defs", dg.Definitions.merge(repair.defs, dg.Definitions(resources=build_resources())))
     original = corpus_store.read_text(DOORDASH, "server.py")
     instance = dg.DagsterInstance.ephemeral()
-    [report] = repair_scenarios([DOORDASH], {"attempts": 2, "phases": ["env_code", "solutions"], "tasks": [0]}, instance)
+    [report] = inprocess.repair_scenarios([DOORDASH], {"attempts": 2, "phases": ["env_code", "solutions"], "tasks": [0]}, instance)
 
     assert not report.get("error"), report
     assert report["before"]["tools_server_error"] == 8 and report["after"]["tools_server_error"] == 0
