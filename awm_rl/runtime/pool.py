@@ -334,7 +334,7 @@ class EnvironmentPool:
             import ray
             try:
                 ray.kill(self._actors[host], no_restart=False)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a host being replaced may be dead already
                 pass
 
     def _check_live(self, handle: InstanceHandle) -> None:
@@ -539,7 +539,7 @@ class EnvironmentPool:
             try:
                 got = await self._create(scenario, n)
                 self._ready.setdefault(scenario, deque()).extend(got)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - prefetch is best effort; errors surface at acquire
                 pass
         self._on_loop(go())
 
@@ -632,7 +632,7 @@ class EnvironmentPool:
         for a in self._actors:
             try:
                 out.append(ray.get(a.stats.remote(), timeout=30))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - reported in the host's stats entry
                 out.append({"error": f"{type(exc).__name__}: {exc}"})
         return out
 
@@ -670,13 +670,13 @@ class EnvironmentPool:
         for h in list(self._handles.values()):
             try:
                 self.release(h)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing: the hosts are killed next anyway
                 pass
         self._closed = True
         for a in self._actors:
             try:
                 ray.kill(a, no_restart=True)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - closing: the actor may be gone already
                 pass
         async def stop() -> None:
             for link in self._links:
