@@ -41,7 +41,7 @@ MIN_RISE = 0.2
 # The tiny model's tokenizer also learns the tool listings the policy will read, with merges across words: a
 # demo prompt is then about 0.6k tokens instead of 4.3k (the listing is most of it), which is what makes
 # 10 steps of 24 rollouts fit in minutes on two cores. The prompts' text is unchanged.
-TOKENIZER = {"vocab_size": 2048, "merge_across_words": True}
+TOKENIZER: dict[str, Any] = {"vocab_size": 2048, "merge_across_words": True}
 # Partial warm start: supervised steps on the reference solutions' turns (AdamW, all samples per step), stopped
 # before the first update at which the reference episodes are already likely: the mean over tasks of
 # exp(-summed NLL of the episode's reference turns) >= reference_prob, i.e. the policy, sampling at
