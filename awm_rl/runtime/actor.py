@@ -49,7 +49,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost
+from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost, io_limits
 from awm_rl.runtime.process import WorkerProcess
 from awm_rl.runtime.protocol import (
     SNAPSHOT_NAME,
@@ -123,15 +123,6 @@ def host_class(isolate: bool | None = None) -> type[EnvHost]:
     return IsolatedHost if isolate else InProcessHost
 
 
-def _limits(max_answer_bytes: int | None, max_request_bytes: int | None) -> dict[str, int]:
-    """The answer and request limits, resolved in this process (`awm_resources.settings`) unless given."""
-    from awm_resources.settings import load_settings
-
-    isolation = load_settings().isolation
-    return {"max_answer_bytes": max_answer_bytes or isolation.max_answer_bytes,
-            "max_request_bytes": max_request_bytes or isolation.max_request_bytes}
-
-
 class InProcessHost(EnvHost):
     """Every scenario in this process (`MultiHost`) under the Python-level limits only; one batch at a time.
     What a scenario's isolated worker runs, and the actor body where bubblewrap is unavailable."""
@@ -148,7 +139,7 @@ class InProcessHost(EnvHost):
         from awm_rl.runtime import host as host_mod
 
         self.isolation = isolation
-        limits = _limits(max_answer_bytes, max_request_bytes)
+        limits = io_limits(max_answer_bytes, max_request_bytes)
         self.max_answer_bytes = limits["max_answer_bytes"]
         self._lock = threading.Lock()
         warnings.filterwarnings("ignore")  # generated code trips pydantic/sqlalchemy deprecations
@@ -234,7 +225,7 @@ class IsolatedHost(EnvHost):
         from awm_rl.limits import drop_secrets
         from awm_rl.runtime.sandbox import isolation_level
 
-        limits = _limits(max_answer_bytes, max_request_bytes)
+        limits = io_limits(max_answer_bytes, max_request_bytes)
         self.max_answer_bytes = limits["max_answer_bytes"]
         drop_secrets()
         self.isolation = isolation_level()

@@ -180,6 +180,14 @@ def process_watchdog(rss_cap_mb: int | None = None) -> Watchdog:
     return _watchdog
 
 
+def io_limits(max_answer_bytes: int | None, max_request_bytes: int | None) -> dict[str, int]:
+    """What may leave a host (an answer) and come in (the arguments): the given bounds, else the isolation
+    settings as this process reads them (`awm_resources.settings`)."""
+    isolation = load_settings().isolation
+    return {"max_answer_bytes": max_answer_bytes or isolation.max_answer_bytes,
+            "max_request_bytes": max_request_bytes or isolation.max_request_bytes}
+
+
 class ScenarioHost:
     """One scenario's env code, imported once, serving many instances (see module docstring)."""
 
@@ -192,8 +200,9 @@ class ScenarioHost:
         self.scenario = scenario
         self.call_timeout_s = call_timeout_s
         # what may leave (an answer) and come in (the arguments), the isolation settings unless given
-        self.max_answer_bytes = max_answer_bytes or load_settings().isolation.max_answer_bytes
-        self.max_request_bytes = max_request_bytes or load_settings().isolation.max_request_bytes
+        limits = io_limits(max_answer_bytes, max_request_bytes)
+        self.max_answer_bytes = limits["max_answer_bytes"]
+        self.max_request_bytes = limits["max_request_bytes"]
         self.max_open_instances = max(1, max_open_instances)
         self._open: OrderedDict[str, _Instance] = OrderedDict()  # instances with a connection, oldest use first
         self._ids = itertools.count(1)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S
+from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S, io_limits
 from awm_rl.runtime.protocol import (
     CallOp,
     CreateOp,
@@ -277,10 +277,7 @@ class EnvironmentPool:
         # `max_open_instances`: open instance databases per scenario and host before idle ones are parked
         host_options: dict[str, Any] = {} if max_open_instances is None else {"max_open_instances": max_open_instances}
         # the answer and request limits as this driver reads them (AWM_MAX_ANSWER_BYTES, AWM_MAX_REQUEST_BYTES)
-        from awm_resources.settings import load_settings
-
-        isolation = load_settings().isolation
-        host_options.update(max_answer_bytes=isolation.max_answer_bytes, max_request_bytes=isolation.max_request_bytes)
+        host_options.update(io_limits(None, None))
         self._actors = [Actor.remote(str(self.store.root), call_timeout_s=call_timeout_s,
                                      memory_mb=host_memory_mb, rss_cap_mb=host_rss_cap_mb, **host_options)
                         for _ in range(num_hosts)]
