@@ -74,6 +74,9 @@ class Scenario(Document):
     category: str | None = None
     seed_batch: str | None = None
     source: str = "synthesized"  # "synthesized" | "imported"
+    # a targeted scenario (`awm evolve`): the kinds of task it was proposed for, and the weaknesses it targets
+    task_styles: list[str] | None = None
+    targets: list[str] | None = None
 
 
 class TaskList(Document):
