@@ -23,6 +23,7 @@ QUALITY_FILE = "quality.json"  # the quality gate's result (awm_rl.quality.repor
 AUDIT_FILE = "verifier_audit.json"  # the do-nothing audit (awm_rl.reward.audit)
 # Relative to the store root.
 CATALOG_FILE = "catalog.json"  # written by the environment_catalog asset; what training and evaluation read
+DIFFICULTY_DIR = "difficulty"  # per-task outcome records: difficulty/<run>/<part>.json (awm_resources.difficulty)
 
 CODE_FUNCTION = "verify_task_completion"  # code mode: returns {"result": "complete" | "others", ...}
 SQL_FUNCTION = "verify_task"  # sql mode: returns evidence for an LLM judge
@@ -205,6 +206,7 @@ class CatalogEntry(Document):
     degraded_stages: list[str] = Field(default_factory=list)
     ready: bool = True
     path: str | None = None
+    digest: str | None = None  # the environment's version (awm_resources.provenance); None: never checked
 
 
 class Catalog(Document):
@@ -212,9 +214,65 @@ class Catalog(Document):
 
     environments: list[CatalogEntry]
     not_ready: list[CatalogEntry] = Field(default_factory=list)
+    digest: str | None = None  # the catalog's version (awm_resources.provenance.catalog_digest)
 
     def ready(self) -> list[CatalogEntry]:
         return [e for e in self.environments if e.ready]
+
+
+WEAKNESSES_DIR = "weaknesses"  # relative to the store root: <evaluation run>.json and .png (awm_rl.weaknesses)
+
+
+class WeaknessGroup(Document):
+    """What the policy failed at within one value of one dimension (category, task kind, tool kind, failure
+    mode), with the failed episodes as evidence (`examples`: scenario, task_idx, task, mode, detail, episode)."""
+
+    dimension: str
+    key: str
+    episodes: int
+    failed: int
+    fail_rate: Number
+    modes: dict[str, int] = Field(default_factory=dict)
+    examples: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class WeaknessReport(Document):
+    """`weaknesses/<evaluation run>.json`: every group of one evaluation, and the weakest ones first."""
+
+    evaluation: str  # the evaluation's output folder
+    policy: str | None = None
+    episodes: int
+    failed: int
+    groups: list[WeaknessGroup]
+    weaknesses: list[WeaknessGroup]
+
+
+class TaskTally(Document):
+    """One task's rollouts in a difficulty part: outcome counts (an attempt is a scored rollout; a policy-side
+    failure, e.g. a context overflow, is counted apart and is no attempt) and the turns they took."""
+
+    scenario: str
+    task_idx: int
+    attempts: int = 0
+    completed: int = 0
+    partial: int = 0
+    format_errors: int = 0
+    environment_errors: int = 0
+    agent_errors: int = 0
+    policy_failures: int = 0
+    turns: int = 0  # summed over the attempts (mean turns = turns / attempts)
+
+
+class DifficultyPart(Document):
+    """`difficulty/<run>/<part>.json`: per-task outcome counts of one evaluation run, or of one scored batch of a
+    training step; each file is written once, atomically, by one process (readers merge them all)."""
+
+    run: str
+    source: str  # "evaluation" | "training"
+    policy: str
+    step: int | None = None  # the training step; None for an evaluation
+    written_at: Number
+    tasks: list[TaskTally]
 
 
 # Every typed document of a scenario folder, by file name (status/ and attempts/ by folder: `document_model`).

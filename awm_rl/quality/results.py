@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from awm_resources.documents import QUALITY_FILE
+from awm_resources.provenance import ENVIRONMENT_FILES, environment_digest
 from awm_resources.store import ArtifactStore, atomic_write_json
 
 SOLUTIONS_FILE = "solutions.json"  # the reference solutions (awm_rl.quality.solutions)
-CHECKED_FILES = ("server.py", "initial.db", "tasks.json", "verifiers.json", SOLUTIONS_FILE)
+# What the gate checks is what an environment's version covers: equal digests, equal results.
+CHECKED_FILES = ENVIRONMENT_FILES
+content_digest = environment_digest
 # Task verdicts that leave a task out of training, in the order they are reported.
 INELIGIBLE = ("missing", "crash", "vacuous", "nondeterministic", "blocked", "unsolvable")
 
@@ -31,15 +34,6 @@ def file_stats(store: ArtifactStore, scenario: str) -> list:
         except FileNotFoundError:
             out.append([name, None, None])
     return out
-
-
-def content_digest(store: ArtifactStore, scenario: str) -> str:
-    """Digest of every file the quality check reads: equal digests, equal results."""
-    h = hashlib.sha256()
-    for name in CHECKED_FILES:
-        path = store.path(scenario, name)
-        h.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"-") + b"\0")
-    return h.hexdigest()[:16]
 
 
 def judge_label(judge: Any | None) -> str | None:
