@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from awm_resources.documents import CatalogEntry, dump
+from awm_resources.documents import Catalog, CatalogEntry, DocumentError, dump, read
 from awm_resources.store import ArtifactStore, atomic_write_text
 
 # The files an environment's version covers (the quality gate checks exactly these: awm_rl.quality.results).
@@ -117,21 +117,35 @@ def changed_environments(store: ArtifactStore, recorded: dict[str, str | None]) 
     return [EnvironmentChange(s, recorded[s], now[s]) for s in sorted(recorded) if recorded[s] != now[s]]
 
 
-def verify_catalog_version(store: ArtifactStore, digest: str, recorded: dict[str, str | None]) -> None:
-    """Raise CatalogVersionError listing every environment changed since catalog version `digest` recorded it."""
+def verify_catalog_version(store: ArtifactStore, digest: str, scenarios: list[str] | None = None) -> Path:
+    """The kept catalog `digest` names (see `catalog_version_path`), once every environment it recorded (or
+    those of `scenarios`, a run's selection) is checked to be unchanged; else CatalogVersionError listing each
+    change (`scenario: recorded -> current | missing`)."""
+    path = catalog_version_path(store, digest)
+    try:
+        ready = read(Catalog, path).ready()
+    except (DocumentError, OSError) as exc:
+        raise CatalogVersionError(f"catalog version {digest}: {exc}") from None
+    recorded = recorded_versions(ready)
+    if scenarios is not None:
+        recorded = {s: v for s, v in recorded.items() if s in scenarios}
     changes = changed_environments(store, recorded)
     if changes:
         raise CatalogVersionError(
-            f"catalog version {digest}: {len(changes)} of its {len(recorded)} environment(s) changed since (repaired, "
-            "re-imported or removed), so it cannot be trained on exactly:\n  " + "\n  ".join(map(str, changes)))
+            f"catalog version {path.stem}: {len(changes)} of the {len(recorded)} environment(s) to train on changed "
+            "since it was kept (repaired, re-imported or removed), so it cannot be trained on exactly:\n  "
+            + "\n  ".join(map(str, changes)))
+    return path
 
 
 def run_provenance(store: ArtifactStore, scenarios: list[str],
                    catalog: list[CatalogEntry] | list[dict[str, Any]] | None) -> dict[str, Any]:
     """What a run records: the digest of the catalog it read (None: no catalog), every environment it used
-    with its version now, and those whose version differs from the catalog's (changed after the refresh)."""
+    with its version now, and those whose version differs from the one the catalog recorded (changed after the
+    refresh)."""
     recorded = recorded_versions(catalog or [])
     now = current_versions(store, sorted(scenarios))
-    changed = [str(EnvironmentChange(s, recorded[s], v)) for s, v in now.items() if s in recorded and recorded[s] != v]
+    changed = [str(EnvironmentChange(s, recorded[s], v)) for s, v in now.items()
+               if recorded.get(s) is not None and recorded[s] != v]
     return {"catalog_digest": catalog_digest(catalog) if catalog is not None else None, "environments": now,
             "changed_since_catalog": changed}

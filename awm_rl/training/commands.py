@@ -1,4 +1,5 @@
-"""`awm train --config FILE [--steps N] [--output DIR] [--json]`: a GRPO run on the Ray cluster."""
+"""`awm train --config FILE [--steps N] [--output DIR] [--catalog-version DIGEST] [--json]`: a GRPO run on the Ray
+cluster."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="override grpo.steps")
     p.add_argument("--output", default=None, help="override output_dir")
     p.add_argument("--scenarios", nargs="*", default=None, help="override environments.scenarios")
+    p.add_argument("--catalog-version", default=None, metavar="DIGEST",
+                   help="train on this kept catalog version (catalog_digest of an earlier run's summary.json, or the "
+                        "environment_catalog data version; a unique prefix will do) instead of catalog.json; fails, "
+                        "listing what changed, when one of its environments was repaired, re-imported or removed since")
     p.add_argument("--model", default=None, help="override model.path (a model folder or hub id)")
     p.add_argument("--in-process", action="store_true", help="run the trainer in this process, not a Ray actor")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout (progress on stderr)")
@@ -53,6 +58,8 @@ def train_main(argv: list[str]) -> int:
         overrides["output_dir"] = args.output
     if args.scenarios:
         overrides["environments"] = {"scenarios": args.scenarios, "if_not_ready": "error"}  # named here: strict
+    if args.catalog_version:
+        overrides.setdefault("environments", {}).update({"catalog_version": args.catalog_version, "catalog": None})
     if args.model:
         overrides["model"] = {"path": args.model, "tiny": False}
     if args.in_process:

@@ -45,6 +45,10 @@ class EnvironmentsConfig(_Section):
 
     store_root: str | None = Field(default=None, description="artifact store (default $AWM_HOME)")
     catalog: str | None = Field(default=None, description="catalog JSON (default <store_root>/catalog.json)")
+    catalog_version: str | None = Field(
+        default=None, description="train on this kept catalog version (its digest, or a unique prefix of 6+ characters; "
+        "catalog_versions/<digest>.json in the store) instead of catalog.json; fails, listing them, when any of its "
+        "environments changed since")
     scenarios: list[str] | None = Field(default=None, description="only these environments (default: all ready)")
     max_scenarios: int | None = Field(default=None, ge=1)
     if_not_ready: Literal["error", "use_catalog"] = Field(
@@ -59,6 +63,12 @@ class EnvironmentsConfig(_Section):
         default_factory=dict, description="custom Ray resources the environment hosts require, e.g. "
         "{cpu_worker: 0.01} to keep them on CPU nodes that advertise it (GPU nodes do not)")
     call_timeout_s: float = 10.0
+
+    @model_validator(mode="after")
+    def _one_catalog(self) -> "EnvironmentsConfig":
+        if self.catalog and self.catalog_version:
+            raise ValueError("environments: set `catalog` (a file) or `catalog_version` (a kept version), not both")
+        return self
 
 
 class GRPOSettings(_Section):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from awm_resources.provenance import CatalogVersionError, catalog_version_path, run_provenance, verify_catalog_version
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.training.config import TrainConfig
 from awm_rl.training.metrics import (
@@ -252,18 +253,27 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
 
     # -- tasks ---------------------------------------------------------------------------------------
     store = ArtifactStore(config.store_root())
+    pinned = config.environments.catalog_version
     try:
-        entries, version = T.read_catalog(store, Path(config.environments.catalog) if config.environments.catalog else None)
+        catalog_file = (catalog_version_path(store, pinned) if pinned else
+                        Path(config.environments.catalog) if config.environments.catalog else None)
+        entries, version = T.read_catalog(store, catalog_file)
         scenarios = T.select_environments(entries, config.environments.scenarios, config.environments.max_scenarios,
                                           config.environments.if_not_ready)
+        if pinned:  # exactly that set: each environment to train on still as the version recorded it
+            verify_catalog_version(store, pinned, scenarios)
         if config.environments.scenarios and scenarios != list(config.environments.scenarios):
             _emit(on_event, f"environments {config.environments.scenarios} are not all ready in the catalog; "
                             f"training on the catalog's ready environments {scenarios} instead (if_not_ready: use_catalog)")
         excluded = T.audit_exclusions(store, scenarios, config.environments.verifier_audit, entries)
         tasks = T.training_tasks(store, scenarios, judge_mode=config.judge.mode, excluded=excluded,
                                  max_tasks_per_scenario=config.environments.max_tasks_per_scenario)
-    except T.CatalogError as exc:
+    except (T.CatalogError, CatalogVersionError) as exc:
         raise TrainingError(str(exc)) from None
+    provenance = run_provenance(store, scenarios, entries)  # summary.json: catalog_digest, environments (versions)
+    if provenance["changed_since_catalog"]:
+        _emit(on_event, "environments changed since the catalog was written (`awm catalog --refresh` records them): "
+              + "; ".join(provenance["changed_since_catalog"]))
     schedule = T.step_schedule(tasks, config.grpo.steps, config.grpo.tasks_per_step, config.grpo.seed)
     _emit(on_event, f"{len(tasks)} tasks in {len(scenarios)} environments ({', '.join(scenarios)}); "
           f"{config.grpo.steps} steps x {config.grpo.tasks_per_step} tasks x G={config.grpo.group_size}",
@@ -332,7 +342,7 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
         summary = _train(config, out_dir, model_path, tokenizer, env_pool, tasks, schedule, loop_config, vllm, on_event)
     finally:
         pool.close()
-    summary.update({"catalog": version.as_dict(), "scenarios": scenarios, "tasks": len(tasks), "excluded_tasks": excluded,
+    summary.update({"catalog": version.as_dict(), **provenance, "scenarios": scenarios, "tasks": len(tasks), "excluded_tasks": excluded,
                     "warm_start": warm_report, "initial_model": model_path, "wall_s": round(time.time() - started, 2),
                     "output_dir": str(out_dir), "config": config.model_dump(), "trainer_workers": world,
                     "os_isolation": env_isolation})
