@@ -11,7 +11,9 @@ Kept apart from the trainer so each is tested against TRL's stock `GRPOTrainer` 
   instead of zeroing silently;
 - `fold_engine_ratio`: the ratio applied through the advantages. TRL multiplies the per-token loss
   by the ratio only when it generates with vLLM itself; since the ratio is >= 0,
-  -min(r1*A, r2*A) * w == -min(r1*(A*w), r2*(A*w)), so A*w gives TRL's loss for any backend.
+  -min(r1*A, r2*A) * w == -min(r1*(A*w), r2*(A*w)), so A*w gives TRL's loss for any backend;
+- `carries_gradient`: whether an update's loss can have a gradient at all (the trainer does not step
+  the optimiser on one that cannot: AdamW would still move every weight along its momentum).
 """
 
 from __future__ import annotations
@@ -115,3 +117,20 @@ def fold_engine_ratio(advantages: torch.Tensor, ratio: torch.Tensor) -> torch.Te
 def real_rows(batch: dict[str, Any]) -> torch.Tensor:
     """Rows with at least one loss token (filler rows have none)."""
     return batch["completion_mask"].sum(dim=1) > 0
+
+
+def carries_gradient(advantages: torch.Tensor, completion_mask: torch.Tensor, *, beta: float,
+                     entropy_bonus: bool) -> bool:
+    """Whether a mini-batch's loss can have a non-zero gradient.
+
+    Without a KL term (beta 0) and an entropy bonus, every loss type is a sum of advantage x (a
+    function of the policy ratio) over loss tokens: when every loss token's advantage is 0 (groups
+    whose rewards were all equal, filler rows), the gradient is exactly 0. Stepping AdamW on it is
+    not a no-op: its momentum keeps moving every weight (by about lr x m/sqrt(v), for ~1/(1-beta1)
+    updates), a drift with no signal behind it.
+    """
+    if beta != 0.0 or entropy_bonus:
+        return True
+    mask = completion_mask.bool()
+    adv = advantages if advantages.dim() == 2 else advantages.unsqueeze(1).expand_as(mask)
+    return bool((adv[mask] != 0).any())

@@ -22,6 +22,10 @@ One generation round (one RL step):
    (pi_trainer / pi_engine, `objective.engine_ratio`) is folded into per-token advantages, with what
    it masked or capped counted in the step's metrics;
 5. the next step's environment instances are created on the hosts while this step trains.
+An update whose loss cannot have a gradient (every loss token's advantage 0, beta 0, no entropy bonus:
+`objective.carries_gradient`, agreed across processes) does not step the optimiser: AdamW would otherwise
+keep moving every weight along its momentum with no signal behind it; such updates are counted per step
+(`updates_skipped`). DeepSpeed steps inside its backward pass, so there the update is not skipped.
 Long mini-batches are cut into micro-batches of `micro_batch_samples` rows for the backward pass;
 the loss is the mean over real rows (filler rows do not dilute it).
 """
@@ -37,13 +41,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
 
 from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard_snapshot
 from awm_rl.reward import Judge, TaskRecord, score_episodes
 from awm_rl.training.metrics import is_policy_failure, merge_rollout_metrics, rollout_metrics
-from awm_rl.training.objective import engine_ratio, fold_engine_ratio, group_advantages, real_rows
+from awm_rl.training.objective import carries_gradient, engine_ratio, fold_engine_ratio, group_advantages, real_rows
 from awm_rl.training.rollouts import BusyClock, GenerationBroker, RecordingPolicy, TimedPool, run_rollouts, time_split
 from awm_rl.training.samples import (
     TurnSample,
@@ -100,6 +105,10 @@ class AWMGRPOTrainer(GRPOTrainer):
         self.awm_engine_correction = bool(self.args.vllm_importance_sampling_correction)
         self.vllm_importance_sampling_correction = False
         self._awm_policy_logps: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]] | None = None
+        self._awm_signal = False  # whether a mini-batch of the update under way can have a gradient
+        self.awm_skipped_updates = 0
+        if not self.is_deepspeed_enabled:  # DeepSpeed steps inside backward: nothing left to skip
+            self.add_callback(_SkipUpdatesWithoutSignal(self))
 
     # -- events ------------------------------------------------------------------------------------
     def _emit(self, message: str, **data: Any) -> None:
@@ -227,7 +236,7 @@ class AWMGRPOTrainer(GRPOTrainer):
             from accelerate.utils import gather_object
 
             metrics = merge_rollout_metrics(gather_object([metrics]))
-        metrics.update({"step": step, "samples": real, "padding_samples": len(samples) - real,
+        metrics.update({"step": step, "samples": real, "padding_samples": len(samples) - real, "updates_skipped": 0,
                         "frac_reward_zero_std": round(float(zero_std.float().mean()), 6),
                         "generation_batches": len(broker.batches),
                         "generation_batch_mean": round(sum(broker.batches) / max(1, len(broker.batches)), 2),
@@ -319,6 +328,9 @@ class AWMGRPOTrainer(GRPOTrainer):
             raise ValueError("The GRPOTrainer does not support returning outputs")
         n = inputs["prompt_ids"].size(0)
         micro = self.awm.micro_batch_samples
+        self._awm_signal = self._awm_signal or carries_gradient(
+            inputs["advantages"], inputs["completion_mask"], beta=self.beta,
+            entropy_bonus=bool(getattr(self, "_entropy_bonus_enabled", True)))
         real = real_rows(inputs)
         n_real = int(real.sum())
         row_mean = self.loss_type in ("grpo", "dr_grpo")
@@ -354,6 +366,23 @@ class AWMGRPOTrainer(GRPOTrainer):
             self._awm_policy_logps = None
         raise AssertionError("unreachable")
 
+    # -- updates without signal -------------------------------------------------------------------------
+    def _awm_before_optimizer_step(self) -> bool:
+        """Called between gradient clipping and the optimiser step: when no process's mini-batch could have a
+        gradient, drop the (all-zero) gradients so the step leaves the weights and the optimiser's state (moments,
+        step count) as they were. Returns whether the update was skipped."""
+        local = torch.tensor([1.0 if self._awm_signal else 0.0], device=self.accelerator.device)
+        self._awm_signal = False
+        if float(self.accelerator.gather(local).max()) > 0:
+            return False
+        for param in self.model.parameters():
+            param.grad = None  # AdamW (and every torch optimiser) leaves a parameter without a gradient untouched
+        self.awm_skipped_updates += 1
+        metrics = self.awm.step_metrics.get(self.awm_round)
+        if metrics is not None:
+            metrics["updates_skipped"] = metrics.get("updates_skipped", 0) + 1
+        return True
+
     # -- files -----------------------------------------------------------------------------------------
     def _write_step_files(self, step: int, rollouts: list, scores: list, samples: list[TurnSample],
                           failed: list[bool]) -> None:
@@ -386,6 +415,16 @@ def _empty_sample(tokenizer: Any) -> TurnSample:
     token = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
     return TurnSample(prompt_ids=[token], completion_ids=[token], advantage=0.0, reward=0.0, scenario="",
                       task_idx=-1, rollout=-1, turn=-1, padding=True)
+
+
+class _SkipUpdatesWithoutSignal(TrainerCallback):
+    """Runs `AWMGRPOTrainer._awm_before_optimizer_step` at the Trainer's hook between clipping and the step."""
+
+    def __init__(self, trainer: AWMGRPOTrainer) -> None:
+        self.trainer = trainer
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):  # noqa: ARG002 - TrainerCallback's signature
+        self.trainer._awm_before_optimizer_step()
 
 
 class _RatioStats:
