@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -23,12 +24,14 @@ import psutil
 
 from awm_resources.documents import (
     CATALOG_FILE,
+    DIFFICULTY_DIR,
     QUALITY_FILE,
     SCENARIO_FILE,
     TASKS_FILE,
     VERIFIERS_FILE,
     AttemptRecord,
     Catalog,
+    DifficultyPart,
     DocumentT,
     QualityResult,
     Scenario,
@@ -65,6 +68,7 @@ def default_home() -> Path:
 
 
 HOST = socket.gethostname()
+_RECORD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def process_alive(pid: int, since: float) -> bool:
@@ -274,3 +278,24 @@ class ArtifactStore:
 
     def clear_attempts(self, key: str, stage: str) -> None:
         shutil.rmtree(self.attempts_dir(key, stage), ignore_errors=True)
+
+    # -- per-task difficulty records (awm_resources.difficulty) ---------------------------------
+    @property
+    def difficulty_dir(self) -> Path:
+        return self.root / DIFFICULTY_DIR
+
+    def write_difficulty(self, part: DifficultyPart, name: str) -> Path:
+        """One part of a run's records, `difficulty/<run>/<name>.json`, written once and atomically: a run's
+        writers (trainer processes, steps, refills) each write their own parts, so none overwrites another's."""
+        for label, value in (("run", part.run), ("part name", name)):
+            if not _RECORD_NAME.fullmatch(value):
+                raise ValueError(f"difficulty record {label} {value!r} must be letters, digits, '.', '_' or '-'")
+        path = self.difficulty_dir / part.run / f"{name}.json"
+        if path.exists():
+            raise FileExistsError(f"difficulty record {path} exists already: a part is written once")
+        atomic_write_json(path, dump(part))
+        return path
+
+    def difficulty_files(self) -> list[Path]:
+        """Every difficulty part of every run (awm_resources.difficulty merges them)."""
+        return sorted(self.difficulty_dir.glob("*/*.json")) if self.difficulty_dir.is_dir() else []
