@@ -12,7 +12,7 @@ export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 PORT ?= 3000
 
-.PHONY: install bfcl-venv tau2-bench bwrap chromium mcp-inspector demo synth ui lint test clean
+.PHONY: install bfcl-venv tau2-bench bwrap chromium mcp-inspector postgresql demo synth ui lint test clean
 
 $(BIN)/awm: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ $(BIN)/awm: pyproject.toml
 	$(BIN)/pip install -q --no-deps 'bfcl-eval==2026.3.23'
 	touch $(BIN)/awm
 
-install: $(BIN)/awm bfcl-venv tau2-bench bwrap chromium mcp-inspector
+install: $(BIN)/awm bfcl-venv tau2-bench bwrap chromium mcp-inspector postgresql
 
 # BFCL's single-turn checker and leaderboard aggregation import every provider SDK bfcl-eval declares (numpy 1.26.4,
 # networkx 3.3, ...), which clash with this stack: a second venv with bfcl-eval and exactly its own dependencies,
@@ -73,6 +73,21 @@ chromium:
 	    echo "!!! WARNING: /usr/bin/chromium is missing and cannot be installed here (not root, or no apt-get): the browser test will fail; install Debian's chromium package (or set AWM_CHROMIUM to a Chromium binary)" >&2; \
 	  fi; }
 
+# PostgreSQL for the instance of several nodes (dagster.cluster.yaml) and its test (tests/cluster_pg/, which runs a
+# throwaway server of its own with initdb/pg_ctl as an unprivileged user): Debian's package, installed when missing
+# and root. Debian keeps initdb off the PATH, in /usr/lib/postgresql/<version>/bin.
+postgresql:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing postgresql (the Dagster instance of several nodes, dagster.cluster.yaml)"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -qq postgresql >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq postgresql >/dev/null 2>&1; } || \
+	      echo "!!! WARNING: could not install postgresql: the PostgreSQL storage test (tests/cluster_pg) will fail" >&2; \
+	  else \
+	    echo "!!! WARNING: PostgreSQL (initdb) is missing and cannot be installed here (not root, or no apt-get): the PostgreSQL storage test (tests/cluster_pg) will fail; install Debian's postgresql package" >&2; \
+	  fi; }
+
 # The official MCP Inspector CLI, an outside MCP client for the `awm serve` test (tests/runtime/test_mcp_inspector.py):
 # a pinned version in a project-local folder, installed with npm when missing.
 MCP_INSPECTOR_VERSION := 2.12.0
@@ -88,12 +103,15 @@ mcp-inspector:
 	    echo "!!! WARNING: npm is missing: the MCP Inspector cannot be installed and tests/runtime/test_mcp_inspector.py will fail; install Node.js with npm (the package asks for Node 22; Node 20.20 runs it here), then run make mcp-inspector" >&2; \
 	  fi; }
 
+# The instance config: dagster.yaml (SQLite), or AWM_DAGSTER_YAML=dagster.cluster.yaml (PostgreSQL, several nodes).
+DAGSTER_YAML = $${AWM_DAGSTER_YAML:-dagster.yaml}
+
 synth: install
-	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+	mkdir -p $(DAGSTER_HOME) && cp $(DAGSTER_YAML) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/awm synth --seed-batch seeds/demo.jsonl
 
 ui: install
-	mkdir -p $(DAGSTER_HOME) && cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+	mkdir -p $(DAGSTER_HOME) && cp $(DAGSTER_YAML) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(PORT)
 
 demo: synth ui

@@ -10,14 +10,26 @@ from pathlib import Path
 import dagster as dg
 
 from awm_assets.defs.shared.partitions import scenario_partitions
+from awm_resources.settings import load_settings
 from awm_resources.store import PROJECT_ROOT
 
 
+def instance_config() -> Path:
+    """The instance config to install: `AWM_DAGSTER_YAML` (relative to the project), default dagster.yaml."""
+    chosen = load_settings().paths.dagster_yaml
+    path = PROJECT_ROOT / (chosen or "dagster.yaml")  # an absolute `chosen` stays as it is
+    if chosen and not path.is_file():
+        raise FileNotFoundError(f"AWM_DAGSTER_YAML names {path}, which is not a file (the Dagster instance config, "
+                                "e.g. dagster.yaml or dagster.cluster.yaml)")
+    return path
+
+
 def ensure_dagster_home() -> Path:
-    """Point DAGSTER_HOME at the project-local folder (unless set) holding the project's dagster.yaml."""
+    """Point DAGSTER_HOME at the project-local folder (unless set) holding the project's instance config
+    (`instance_config()`), so the commands and the UI read the same instance."""
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / ".dagster_home"))).resolve()
     home.mkdir(parents=True, exist_ok=True)
-    src, dst = PROJECT_ROOT / "dagster.yaml", home / "dagster.yaml"
+    src, dst = instance_config(), home / "dagster.yaml"
     if src.is_file() and (not dst.is_file() or dst.read_bytes() != src.read_bytes()):
         shutil.copyfile(src, dst)
     return home

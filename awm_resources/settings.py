@@ -43,9 +43,10 @@ INTERNAL_NAMES = {
 # Forwarded to every Ray job/actor we start (synthesis steps in cluster mode, the training driver): our
 # settings, the Dagster instance, Hugging Face / litellm / provider credentials. Credentials among them are
 # visible in the Ray dashboard's job details.
-RAY_FORWARDED_PREFIXES = ("AWM_", "DAGSTER_HOME", "HF_", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
-                          "LITELLM_", "OPENAI_", "ANTHROPIC_", "AZURE_", "GEMINI_", "RAY_AUTH_MODE",
-                          "TRL_EXPERIMENTAL_SILENCE")
+# DAGSTER_PG_*: the PostgreSQL connection of dagster.cluster.yaml, which every step's instance reads.
+RAY_FORWARDED_PREFIXES = ("AWM_", "DAGSTER_HOME", "DAGSTER_PG_", "HF_", "TRANSFORMERS_OFFLINE",
+                          "TOKENIZERS_PARALLELISM", "LITELLM_", "OPENAI_", "ANTHROPIC_", "AZURE_", "GEMINI_",
+                          "RAY_AUTH_MODE", "TRL_EXPERIMENTAL_SILENCE")
 SCRATCH_ROLES = {"host": 64, "check": 128, "verifier": 64}  # MB of tmpfs per sandboxed worker role, by default
 _OFF_WORDS, _ON_WORDS = ("off", "0", "none", "false", "no"), ("on", "1", "true", "yes")
 
@@ -105,6 +106,10 @@ class PathSettings(Section):
                                       "from; default <project>/seeds/recordings.")
     record_dir: Path | None = setting(None, "Write every real LLM answer of synthesis here, in the replay layout "
                                       "(to replay a run later).")
+    dagster_yaml: Path | None = setting(None, "The Dagster instance config that the awm commands (and make synth, "
+                                        "make ui) copy into $DAGSTER_HOME; relative to the project; default "
+                                        "dagster.yaml (SQLite storage). dagster.cluster.yaml puts run, event-log and "
+                                        "schedule storage on PostgreSQL (docs/cluster.md).")
 
 
 class StageLLMSettings(Section):
