@@ -162,16 +162,30 @@ def catalog(as_json: bool = typer.Option(False, "--json"),
 def synth(seed_batch: Path = typer.Option(..., "--seed-batch", help="seed file (.jsonl or .txt)"),
           workers: int = typer.Option(2, "--workers", help="scenarios synthesized in parallel"),
           resynthesize: bool = typer.Option(False, "--all", help="re-synthesize the batch's existing scenarios too"),
+          cluster: Optional[bool] = typer.Option(None, "--cluster/--in-process",
+                                                 help="launch each run whole onto Ray through the instance's run "
+                                                      "launcher (dagster.cluster.yaml) and wait for them; default: "
+                                                      "--cluster when RAY_ADDRESS is set and the instance has the Ray "
+                                                      "launcher"),
           as_json: bool = typer.Option(False, "--json")) -> None:
     """Synthesize a seed batch headlessly: the same jobs as the UI, into the same Dagster instance."""
-    from awm_assets.inprocess import synthesize_batch
+    from awm_assets.inprocess import synthesize_batch, synthesize_batch_on_cluster
     from awm_assets.synthesis.seeds import SeedFileError
     from awm_resources.progress import progress_bar
 
+    if cluster is None:
+        cluster = bool(os.environ.get("RAY_ADDRESS")) and _instance_launches_on_ray()
     try:
         with progress_bar("synthesizing", None) as advance:
-            out = synthesize_batch(seed_batch, workers=workers, resynthesize=resynthesize, progress=advance)
+            out = (synthesize_batch_on_cluster(seed_batch, resynthesize=resynthesize, progress=advance) if cluster else
+                   synthesize_batch(seed_batch, workers=workers, resynthesize=resynthesize, progress=advance))
     except SeedFileError as exc:
+        _fail("synth", str(exc))
+    except RuntimeError as exc:  # cluster mode: no Ray launcher, or a run that could not be followed
+        from awm_assets.cluster_runs import ClusterRunError
+
+        if not isinstance(exc, ClusterRunError):
+            raise
         _fail("synth", str(exc))
     lines = [f"seed batch {out['seed_batch']}: new scenarios {out['new_scenarios']}"]
     for s in out["scenarios"]:
@@ -180,6 +194,14 @@ def synth(seed_batch: Path = typer.Option(..., "--seed-batch", help="seed file (
     _emit(out, as_json, "\n".join(lines))
     if not (out.get("generation_ok") and all(s["ready"] for s in out["scenarios"])):
         raise typer.Exit(1)
+
+
+def _instance_launches_on_ray() -> bool:
+    """Whether the instance `awm` uses has the Ray run launcher (awm synth then defaults to --cluster)."""
+    from awm_assets.cluster_runs import launches_on_ray
+    from awm_assets.instance import get_instance
+
+    return launches_on_ray(get_instance())
 
 
 class Phase(str, Enum):

@@ -114,13 +114,72 @@ def synthesize_batch(seed_file: Path, *, workers: int = 2, resynthesize: bool = 
                 if progress is not None:
                     progress(f"{res['scenario']} {'done' if res['success'] else 'FAILED'}")
     refresh_catalog(instance)
+    return _batch_report(store, batch_keys, runs, out)
+
+
+def _batch_report(store: ArtifactStore, batch_keys: list[str], runs: dict[str, dict], out: dict[str, Any]) -> dict[str, Any]:
     for key in batch_keys:
         rep = scenario_report(store, key)
         if key in runs:
-            rep["run_id"] = runs[key]["run_id"]
-            rep["failures"] = runs[key]["failures"]
+            rep.update({k: v for k, v in runs[key].items() if k not in ("scenario", "success")})
         out["scenarios"].append(rep)
     return out
+
+
+def synthesize_batch_on_cluster(seed_file: Path, *, resynthesize: bool = False, timeout_s: float = 6 * 3600,
+                                progress: Callable[..., None] | None = None) -> dict[str, Any]:
+    """`awm synth --cluster`: the runs of synthesize_batch, each launched whole onto Ray by the instance's run
+    launcher (AwmRayRunLauncher, dagster.cluster.yaml) and waited on: scenario generation, then the batch's
+    scenarios all at once (Ray places them on the nodes with the launcher's resources), then the catalog. A run
+    lost with its node is followed to its retry (run_retries, by the daemon)."""
+    from awm_assets import cluster_runs
+    from awm_assets.defs.shared.run_launcher import RAY_NODE_TAG
+
+    instance = get_instance()
+    cluster_runs.check_launcher(instance)
+    store = bound_store()
+    batch = read_seed_batch(seed_file)
+    if not instance.has_dynamic_partition(seed_batch_partitions.name, batch.key):
+        instance.add_dynamic_partitions(seed_batch_partitions.name, [batch.key])
+    before = set(instance.get_dynamic_partitions(scenario_partitions.name))
+    success = dg.DagsterRunStatus.SUCCESS
+
+    def wait(run_ids: list[str], on_done: Callable[[str, dg.DagsterRun], None] | None = None) -> dict[str, dg.DagsterRun]:
+        return cluster_runs.wait_for_runs(instance, run_ids, timeout_s=timeout_s, on_done=on_done)
+
+    with cluster_runs.code_location(instance) as context:
+        # The seed file's absolute path: the run reads it on whichever node it lands (a shared filesystem).
+        gen_id = cluster_runs.launch(context, "generate_scenarios", partition=batch.key,
+                                     run_config=batch_run_config(batch.path.resolve()), tags={"awm/seed_batch": batch.key})
+        gen = wait([gen_id])[gen_id]
+        new = [k for k in instance.get_dynamic_partitions(scenario_partitions.name) if k not in before]
+        out: dict[str, Any] = {"seed_batch": batch.key, "generation_run": gen.run_id, "generation_ok": gen.status == success,
+                               "generation_node": gen.tags.get(RAY_NODE_TAG), "new_scenarios": new, "scenarios": []}
+        if gen.status != success:
+            out["error"] = ("scenario generation failed: " + "; ".join(cluster_runs.run_failures(instance, gen))[:1000]
+                            + "; see the run in the Dagster UI")
+            return out
+        batch_keys = [k for k in store.list_scenarios() if store.read_json(k, "scenario.json").get("seed_batch") == batch.key]
+        todo = batch_keys if resynthesize else [k for k in batch_keys if not set(STAGES) <= set(store.present_stages(k))]
+        launched = {cluster_runs.launch(context, "synthesize_scenario", partition=key, tags={"awm/scenario": key}): key
+                    for key in todo}
+        if progress is not None and todo:
+            progress("scenario generation", steps=0, total=len(todo))
+
+        def done(first: str, run: dg.DagsterRun) -> None:
+            if progress is not None:
+                progress(f"{launched[first]} {'done' if run.status == success else 'FAILED'}")
+
+        runs = {}
+        for first, run in wait(list(launched), done).items():
+            runs[launched[first]] = {"scenario": launched[first], "run_id": run.run_id, "success": run.status == success,
+                                     "failures": [] if run.status == success else cluster_runs.run_failures(instance, run),
+                                     "ray_node": run.tags.get(RAY_NODE_TAG),
+                                     "retried_from": first if run.run_id != first else None}
+        cat_id = cluster_runs.launch(context, "refresh_catalog")
+        cat = wait([cat_id])[cat_id]
+        out["catalog_run"] = {"run_id": cat.run_id, "success": cat.status == success}
+    return _batch_report(store, batch_keys, runs, out)
 
 
 def repair_scenarios(scenarios: list[str], config: dict[str, Any], instance: dg.DagsterInstance,
