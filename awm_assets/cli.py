@@ -204,6 +204,35 @@ def _instance_launches_on_ray() -> bool:
     return launches_on_ray(get_instance())
 
 
+@app.command()
+def evolve(rounds: int = typer.Option(1, "--rounds", min=1, help="rounds, each evaluate -> weaknesses -> targeted "
+                                                                 "batch -> synthesis -> gate -> catalog"),
+           policy: str = typer.Option("reference", "--policy", help="the evaluated policy (as the evaluation asset "
+                                                                    "takes it: reference, tiny, chat:<model>, ...)"),
+           tasks_per_env: int = typer.Option(3, "--tasks-per-env", min=1, help="tasks evaluated per environment"),
+           max_new: int = typer.Option(1, "--max-new", min=1, help="cap on new scenarios per targeted batch"),
+           candidates: int = typer.Option(3, "--candidates", min=1, help="candidate scenarios asked for per batch"),
+           workers: int = typer.Option(2, "--workers", help="scenarios synthesized in parallel"),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """Synthesis aimed at what the policy fails: per round the evolve_round job, then the targeted batch
+    synthesized like `awm synth` and the catalog refreshed; prints each round's weaknesses, batch and catalog size."""
+    from awm_assets.inprocess import evolve as run_evolve
+    from awm_resources.progress import progress_bar
+
+    with progress_bar("evolving", None) as advance:
+        out = run_evolve(rounds, policy=policy, tasks_per_env=tasks_per_env, max_new_scenarios=max_new,
+                         candidates=candidates, workers=workers, progress=advance)
+    lines = []
+    for r in out["rounds"]:
+        weak = ", ".join(f"{w['dimension']}={w['key']} {w['failed']}/{w['episodes']}" for w in r["weaknesses"]) or "none"
+        lines.append(f"round {r['round']}: weaknesses {weak}; seed batch {r['seed_batch'] or '-'}; new scenarios "
+                     f"{r['new_scenarios'] or '-'}; catalog {r['catalog_before']} -> {r['catalog_after']}"
+                     + (f"; ERROR: {r['error']}" if r.get("error") else f"; {r['reason']}" if r.get("reason") else ""))
+    _emit(out, as_json, "\n".join(lines))
+    if any(r.get("error") for r in out["rounds"]):
+        raise typer.Exit(1)
+
+
 class Phase(str, Enum):
     env_code = "env_code"
     verifiers = "verifiers"

@@ -201,3 +201,70 @@ def repair_scenarios(scenarios: list[str], config: dict[str, Any], instance: dg.
                         if ev.is_step_failure and ev.event_specific_data and ev.event_specific_data.error), "failed")
         reports.append({"scenario": key, "run_id": result.run_id, "error": failure.split("Failure: ", 1)[-1], "phases": {}})
     return reports
+
+
+def ready_environments(store: ArtifactStore) -> list[str]:
+    """The ready environments of `catalog.json` (empty before the first catalog refresh)."""
+    catalog = store.catalog()
+    return sorted(e.name for e in catalog.ready()) if catalog is not None else []
+
+
+def evolve_run_config(*, policy: str, tasks_per_env: int, max_new_scenarios: int, candidates: int,
+                      judge_mode: str = "code") -> dict[str, Any]:
+    return {**QUIET_LOGS, "ops": {
+        "evaluation": {"config": {"policy": policy, "tasks_per_env": tasks_per_env, "judge_mode": judge_mode}},
+        "targeted_seed_batch": {"config": {"max_new_scenarios": max_new_scenarios, "candidates": candidates}}}}
+
+
+def evolve(rounds: int = 1, *, policy: str = "reference", tasks_per_env: int = 3, max_new_scenarios: int = 1,
+           candidates: int = 3, workers: int = 2, progress: Callable[..., None] | None = None) -> dict[str, Any]:
+    """`awm evolve`: per round the `evolve_round` job (evaluation -> weaknesses -> targeted seed batch), then the
+    batch synthesized as `awm synth` does (generation, its new scenarios' six stages, the catalog refresh).
+    A round that finds nothing to aim at, or whose synthesis fails, is the last."""
+    from awm_rl.weaknesses import latest_report
+
+    instance = get_instance()
+    store = bound_store()
+    register_scenarios(instance, store.list_scenarios())  # a store synthesized or imported elsewhere
+    if store.catalog() is None:
+        refresh_catalog(instance)
+    out: dict[str, Any] = {"rounds": []}
+    for number in range(1, rounds + 1):
+        before = ready_environments(store)
+        result = named_job("evolve_round").execute_in_process(
+            instance=instance, raise_on_error=False, tags={"awm/evolve_round": str(number)},
+            run_config=evolve_run_config(policy=policy, tasks_per_env=tasks_per_env,
+                                         max_new_scenarios=max_new_scenarios, candidates=candidates))
+        entry: dict[str, Any] = {"round": number, "run_id": result.run_id, "weaknesses": [], "seed_batch": None,
+                                 "new_scenarios": [], "catalog_before": len(before), "catalog_after": len(before)}
+        out["rounds"].append(entry)
+        if not result.success:
+            entry["error"] = next((ev.event_specific_data.error.message.strip() for ev in result.all_events
+                                   if ev.is_step_failure and ev.event_specific_data and ev.event_specific_data.error),
+                                  "the evolve_round run failed").split("Failure: ", 1)[-1]
+            break
+        latest = latest_report(store)
+        if latest is not None:
+            report = latest[1]
+            entry["evaluation"] = {"dir": report.evaluation, "policy": report.policy, "episodes": report.episodes,
+                                   "failed": report.failed}
+            entry["weaknesses"] = [{"dimension": w.dimension, "key": w.key, "failed": w.failed,
+                                    "episodes": w.episodes, "fail_rate": w.fail_rate} for w in report.weaknesses]
+        batch_meta = result.asset_materializations_for_node("targeted_seed_batch")[-1].metadata
+        seed_batch = str(batch_meta["seed_batch"].value) if "seed_batch" in batch_meta else ""
+        if progress is not None:
+            progress(f"round {number}: weaknesses found, seed batch {seed_batch or 'none'}")
+        if not seed_batch:
+            entry["reason"] = str(batch_meta["reason"].value) if "reason" in batch_meta else "no seed batch written"
+            break
+        entry["seed_batch"] = seed_batch
+        synth = synthesize_batch(Path(seed_batch), workers=workers, progress=progress)
+        after = ready_environments(store)
+        entry["new_scenarios"] = synth["new_scenarios"]
+        entry["scenarios"] = [{"scenario": s["scenario"], "ready": s["ready"]} for s in synth["scenarios"]]
+        entry["catalog_after"] = len(after)
+        entry["added_to_catalog"] = sorted(set(after) - set(before))
+        if not synth.get("generation_ok"):
+            entry["error"] = synth.get("error", "scenario generation failed")
+            break
+    return out

@@ -22,6 +22,16 @@ class ScenarioCandidates(BaseModel):
     scenarios: list[ScenarioCandidate] = Field(min_length=1)
 
 
+class TargetedScenarioCandidate(ScenarioCandidate):
+    """A candidate of a targeted batch: also the kinds of task that exercise the weak skills."""
+
+    task_styles: list[str] = Field(default_factory=list, max_length=8)
+
+
+class TargetedScenarioCandidates(BaseModel):
+    scenarios: list[TargetedScenarioCandidate] = Field(min_length=1)
+
+
 class SuitabilityVerdict(BaseModel):
     name: str
     suitable: bool

@@ -61,6 +61,57 @@ a signed-in user creates, reads, updates and deletes, and the rules the applicat
 Answer with JSON: {{"scenarios": [{{"name": str, "description": str, "category": str}}]}}""")
 
 
+def _weakness_block(focus: dict[str, Any]) -> str:
+    """The weaknesses of a targeted batch, each with its numbers and a few failed tasks as evidence."""
+    lines = []
+    for w in focus.get("weaknesses", []):
+        lines.append(f"- {w.get('dimension')} = {w.get('key')}: failed {w.get('failed')} of {w.get('episodes')} "
+                     f"episodes ({w.get('fail_rate', 0):.0%})" + (f"; {w['note']}" if w.get("note") else ""))
+        for ex in w.get("examples", [])[:3]:
+            lines.append(f"    - {ex.get('scenario')} task {ex.get('task_idx')}: \"{ex.get('task')}\" -> "
+                         f"{ex.get('mode')}" + (f" ({str(ex['detail'])[:160]})" if ex.get("detail") else ""))
+    return "\n".join(lines) or "(none recorded)"
+
+
+def targeted_scenario_generation(seeds: list[dict[str, Any]], existing: list[str], n: int, categories: list[str],
+                                 focus: dict[str, Any]) -> list[dict[str, str]]:
+    """Scenario generation aimed at what an evaluated agent fails at (`awm evolve`): the same rules and answer
+    as `scenario_generation`, plus the weaknesses with their evidence and task styles that exercise them."""
+    examples = "\n".join(f"- {s['name']}" + (f": {s['description']}" if s.get("description") else "") for s in seeds)
+    taken = "\n".join(f"- {e}" for e in existing[-200:]) or "(none yet)"
+    return _messages(
+        f"""We train a tool-use agent on simulated stateful web applications. We evaluated it on our current
+environments; it fails most at the skills below (dimension = value: failures, then failed tasks as evidence,
+each with the way it failed):
+{_weakness_block(focus)}
+
+Failure modes: format_rule (broke the tool-call protocol), wrong_tool (called tools the task does not need
+instead of the ones it does), bad_arguments (right tools, wrong or invalid arguments), gave_up (stopped or ran
+out of turns before doing what was asked), environment_error (the environment failed). Task kinds: read
+(answer from the data), write (create, update or delete), chain (find something, then act on it). Tool kinds:
+read (get, list, search) and create, update, delete.
+
+Generate {n} new scenarios of stateful web applications whose everyday workflows exercise exactly these weak
+skills, so that an agent practising on them gets better at them. The environments the agent failed in (do not
+copy them; a candidate too close to one is rejected):
+{examples}
+
+The test of a good scenario: can its data be synthesized? Everything a user does must be reads and
+writes of records that we can invent as rows of a relational database (users, items, orders, bookings,
+messages, schedules, balances). Not suitable: sites whose value is content we cannot fabricate at scale
+(news, encyclopedias, media catalogues with playback), real-time data (live prices, GPS or sensor streams),
+web search, or AI inference.
+
+For each scenario give a name, a description of 150 to 300 words (its entities and their relations, what
+a signed-in user creates, reads, updates and deletes, and the rules the application enforces), a
+`category` from this list: {", ".join(categories)}, and `task_styles`: 3 to 5 kinds of user task, one
+sentence each, that exercise the weak skills in this application (e.g. "find the oldest open order of a
+named customer, then cancel it"). Avoid these, which we already have:
+{taken}
+
+Answer with JSON: {{"scenarios": [{{"name": str, "description": str, "category": str, "task_styles": [str]}}]}}""")
+
+
 def scenario_classification(candidates: list[dict[str, str]], categories: list[str] | None = None) -> list[dict[str, str]]:
     listing = "\n".join(f"- {c['name']}: {c['description']}" for c in candidates)
     cats = ", ".join(categories or []) or "a short snake_case domain name"
@@ -79,11 +130,15 @@ Answer with JSON: {{"verdicts": [{{"name": str, "suitable": bool, "reason": str,
 (one per scenario, same names).""")
 
 
-def tasks(name: str, description: str, n: int = 10, corrections: list[str] | None = None) -> list[dict[str, str]]:
+def tasks(name: str, description: str, n: int = 10, corrections: list[str] | None = None,
+          styles: list[str] | None = None) -> list[dict[str, str]]:
+    """`styles`: the task styles a targeted scenario was proposed with (what the agent must practise)."""
+    focus = ("\nThis scenario exists to practise these kinds of task; make at least half of the tasks instances of "
+             "them:\n" + "\n".join(f"- {s}" for s in styles) + "\n") if styles else ""
     return _messages(
         f"""Scenario: {name}
 {description}
-
+{focus}
 Write {n} distinct user tasks for this application. Rules:
 - One sentence each that carries every value the task needs (the title to create, the amount, the date,
   the name of the record to change): an agent must be able to act without asking back.

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from awm_assets.synthesis import prompts
-from awm_assets.synthesis.models import ScenarioCandidates, SuitabilityVerdicts
+from awm_assets.synthesis.models import ScenarioCandidates, SuitabilityVerdicts, TargetedScenarioCandidates
 from awm_assets.synthesis.seeds import SeedBatch
 from awm_resources.documents import SCENARIO_FILE, Scenario, dump
 from awm_resources.llm import CallTag, LLMClient
@@ -51,6 +51,7 @@ class Decision:
     category: str
     status: str  # accepted | rejected_classifier | rejected_duplicate | capped
     reason: str = ""
+    task_styles: list[str] = field(default_factory=list)  # a targeted batch's candidates only
 
 
 @dataclass
@@ -80,7 +81,9 @@ def kept_scenarios(store: ArtifactStore) -> list[dict[str, Any]]:
 def generate_scenarios(batch: SeedBatch, store: ArtifactStore, llm: LLMClient, embedder: Any,
                        settings: GenerationSettings) -> GenerationResult:
     """Rounds of candidates (each round's prompt knows what is already kept) until `settings.target`
-    scenarios are accepted, or one round when no target is set; see the module docstring."""
+    scenarios are accepted, or one round when no target is set; see the module docstring. A targeted batch
+    (`batch.focus`, from `awm evolve`) asks with the weaknesses in the prompt, for task styles too, and
+    accepts at most its `max_new_scenarios` (the rest are capped)."""
     existing = kept_scenarios(store)
     seeds = [f"{s['name']}: {s.get('description', '')}" for s in batch.seeds]
     pool = Pool(embedder, [f"{e['name']}: {e['description']}" for e in existing], seeds)
@@ -89,10 +92,18 @@ def generate_scenarios(batch: SeedBatch, store: ArtifactStore, llm: LLMClient, e
     names = [e["name"] for e in existing]
     result = GenerationResult()
     rounds = settings.max_rounds if settings.target else 1
+    batch_cap = int(batch.focus.get("max_new_scenarios", 1)) if batch.focus else None
     for round_no in range(1, rounds + 1):
         tag = CallTag(stage="scenarios", scenario=f"_batch_{batch.key}", attempt=round_no)
-        cands, _ = llm.chat_json(prompts.scenario_generation(list(batch.seeds), names, settings.candidates,
-                                                             list(CATEGORIES)), ScenarioCandidates, tag=tag)
+        cands: ScenarioCandidates | TargetedScenarioCandidates
+        if batch.focus:
+            cands, _ = llm.chat_json(prompts.targeted_scenario_generation(
+                list(batch.seeds), names, int(batch.focus.get("candidates", settings.candidates)), list(CATEGORIES),
+                batch.focus),
+                TargetedScenarioCandidates, tag=tag)
+        else:
+            cands, _ = llm.chat_json(prompts.scenario_generation(list(batch.seeds), names, settings.candidates,
+                                                                 list(CATEGORIES)), ScenarioCandidates, tag=tag)
         tag_cls = CallTag(stage="classify", scenario=f"_batch_{batch.key}", attempt=round_no)
         verdicts, _ = llm.chat_json(prompts.scenario_classification([c.model_dump() for c in cands.scenarios],
                                                                     list(CATEGORIES)), SuitabilityVerdicts, tag=tag_cls)
@@ -101,7 +112,8 @@ def generate_scenarios(batch: SeedBatch, store: ArtifactStore, llm: LLMClient, e
             verdict = verdict_by_name.get(cand.name.strip().lower())
             key = normalize_scenario_name(cand.name)
             category = category_of((verdict.category if verdict and verdict.category else None) or cand.category)
-            d = Decision(cand.name.strip(), key, cand.description.strip(), category, "accepted")
+            d = Decision(cand.name.strip(), key, cand.description.strip(), category, "accepted",
+                         task_styles=[t.strip() for t in getattr(cand, "task_styles", []) if t.strip()])
             text = f"{cand.name}: {cand.description}"
             if verdict is None or not verdict.suitable:
                 d.status = "rejected_classifier"
@@ -112,13 +124,16 @@ def generate_scenarios(batch: SeedBatch, store: ArtifactStore, llm: LLMClient, e
                 d.status, d.reason = "rejected_duplicate", near
             elif categories[category] >= settings.max_per_category:
                 d.status, d.reason = "capped", f"category {category!r} already has {categories[category]} scenarios"
+            elif batch_cap is not None and len(result.accepted()) >= batch_cap:
+                d.status, d.reason = "capped", f"the targeted batch takes at most {batch_cap} new scenario(s)"
             else:
                 pool.add(text)
                 kept_keys.add(key)
                 names.append(d.name)
                 categories[category] += 1
             result.decisions.append(d)
-        if not settings.target or len(result.accepted()) >= settings.target:
+        if not settings.target or len(result.accepted()) >= settings.target or (
+                batch_cap is not None and len(result.accepted()) >= batch_cap):
             break
     return result
 
@@ -158,6 +173,9 @@ def register_accepted(result: GenerationResult, store: ArtifactStore, batch: See
     for d in result.accepted():
         scenario = Scenario(name=d.name, key=d.key, description=d.description, category=d.category,
                             seed_batch=batch.key, source="synthesized")
+        if batch.focus:  # a targeted scenario: what it is for, which the tasks stage asks for
+            scenario.task_styles = d.task_styles
+            scenario.targets = [f"{w.get('dimension')}={w.get('key')}" for w in batch.focus.get("weaknesses", [])]
         store.write_json(d.key, SCENARIO_FILE, dump(scenario))
         keys.append(d.key)
     return keys

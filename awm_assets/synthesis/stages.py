@@ -57,7 +57,8 @@ class TasksStage:
     def attempt(self, ctx: AttemptContext) -> AttemptResult:
         name, desc = scenario_info(ctx)
         n = int(ctx.settings.get("tasks_per_scenario", N_TASKS))
-        text, sent, raw = _single_call(ctx, self.name, prompts.tasks(name, desc, n, ctx.corrections()))
+        styles = ctx.store.scenario(ctx.scenario).task_styles  # a targeted scenario's (awm evolve)
+        text, sent, raw = _single_call(ctx, self.name, prompts.tasks(name, desc, n, ctx.corrections(), styles))
         out = parse_model(text, TaskList)
         errors = [] if len(out.tasks) == n else [f"expected exactly {n} tasks, got {len(out.tasks)}"]
         errors += [f"task {i} asks for authentication, which the environment does not model: {t!r}"
