@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from awm_resources.provenance import run_provenance
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.agent import Episode, EpisodeScore, EpisodeSpec, LoopConfig, Policy, run_episodes
 from awm_rl.agent.loop import ToolEnvironments, discard_snapshot
@@ -56,6 +57,10 @@ class EvaluationReport:
     out_dir: str
     plot: str | None = None
     episode_files: list[str] = field(default_factory=list)
+    # Provenance (awm_resources.provenance.run_provenance): the catalog read, each environment's version.
+    catalog_digest: str | None = None
+    environments: dict[str, str | None] = field(default_factory=dict)
+    changed_since_catalog: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "episode_files"}
@@ -109,6 +114,8 @@ def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge
 
         excluded = ineligible_tasks(store, scenarios)
     records = select_tasks(store, scenarios, tasks_per_env, excluded)
+    catalog = store.catalog()
+    provenance = run_provenance(store, sorted({r.scenario for r in records}), catalog.ready() if catalog else None)
     specs = [EpisodeSpec(r.scenario, r.task_idx, r.task) for r in records]
     config = LoopConfig(max_turns=max_turns, window=window, snapshot_dir=out_dir / "databases")
     episodes = run_episodes(pool, policy, specs, config, concurrency=concurrency)
@@ -137,7 +144,7 @@ def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge
         per_bucket={k: _group(v) for k, v in by_bucket.items()}, excluded_tasks=excluded,
         judge_tokens=sum((s.judge.prompt_tokens + s.judge.completion_tokens) if s.judge else 0 for s in scores),
         judge_cost_usd=round(sum(s.judge.cost_usd if s.judge else 0.0 for s in scores), 6),
-        wall_s=round(time.perf_counter() - started, 2), out_dir=str(out_dir), episode_files=files,
+        wall_s=round(time.perf_counter() - started, 2), out_dir=str(out_dir), episode_files=files, **provenance,
     )
     report.plot = str(plot_pass_rate_by_bucket(report, out_dir / "pass_rate_by_bucket.png"))
     atomic_write_json(out_dir / "report.json", {**report.summary(), "policy": policy.name, "judge_mode": judge.mode,

@@ -26,8 +26,10 @@ def catalog_entry(store: ArtifactStore, key: str, quality_result: dict[str, Any]
     quality = store.path(key, QUALITY_FILE)
     audit = store.path(key, AUDIT_FILE)
     checked = quality_result is not None or quality.is_file() or audit.is_file()
+    digest = None  # the environment's version: the digest of the files the gate checked (awm_resources.provenance)
     if quality_result is not None or quality.is_file():  # the quality gate: every task with its verdict and reason
         q = quality_result if quality_result is not None else json.loads(quality.read_text(encoding="utf-8"))
+        digest = q.get("digest")
         ineligible = {t["task_idx"]: f"{t['verdict']}: {t['reason']}" for t in q.get("tasks", []) if not t["eligible"]}
         tool_quality = {k: q.get(k, 0) for k in ("tools_total", "tools_ok", "tools_server_error",
                                                   "tools_server_error_on_edge", "tools_client_error_only", "shadowed")}
@@ -58,6 +60,7 @@ def catalog_entry(store: ArtifactStore, key: str, quality_result: dict[str, Any]
         "degraded_stages": [s for s in PIPELINE_STAGES if status[s].get("degraded")],
         "ready": ready,
         "path": str(store.scenario_dir(key)),
+        "digest": digest,
     }
 
 

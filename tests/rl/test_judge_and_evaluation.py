@@ -142,6 +142,7 @@ def test_evaluation_asset_materializes(demo_store):
     from awm_assets.defs.catalog.catalog_asset import environment_catalog
     from awm_assets.defs.evaluation.evaluation_asset import evaluation
     from awm_assets.defs.shared.resources import LLMResource, StoreResource
+    from awm_resources.provenance import environment_digest
 
     result = dg.materialize(
         [environment_catalog, evaluation],
@@ -155,3 +156,10 @@ def test_evaluation_asset_materializes(demo_store):
     buckets = [r.data["tool calls required"] for r in mat.metadata["per_bucket"].value.records]
     assert buckets == ["0-2 calls", "3-5 calls", "6-9 calls", "10+ calls"]  # in order, not as strings sort
     assert "](/assets/verifiers?partition=" in mat.metadata["per_environment"].value
+    # Provenance: the catalog version it consumed (Dagster records it as the input's data version) and each
+    # environment's version.
+    digest = result.asset_materializations_for_node("environment_catalog")[0].metadata["catalog_digest"].value
+    assert mat.metadata["catalog_digest"].value == digest == mat.tags["dagster/input_data_version/environment_catalog"]
+    versions = {r.data["environment"]: r.data["version"] for r in mat.metadata["environment_versions"].value.records}
+    assert versions == {k: environment_digest(demo_store, k) for k in ("issue_tracker", "music_playlists",
+                                                                      "restaurant_reservations")}

@@ -34,7 +34,7 @@ def tiny_run(training_store, ray_address, tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_script_runs_two_steps_on_ray(tiny_run):
+def test_script_runs_two_steps_on_ray(tiny_run, training_store):
     out, stdout = tiny_run
     assert "no GPU visible: running" in stdout and "tiny-cpu.yaml" in stdout
     assert "trainer actor on node" in stdout  # the job ran in a Ray actor, not in the CLI process
@@ -42,6 +42,12 @@ def test_script_runs_two_steps_on_ray(tiny_run):
     assert summary["steps"] == 2 and summary["scenarios"] == ["fortnite_item_shop", "gofundme"]
     assert summary["generation"] == "transformers" and summary["warm_start"]["kept"] >= 2
     assert summary["os_isolation"].startswith("bubblewrap + seccomp")  # the env hosts' containment
+    # Provenance: the catalog read and the version of each environment trained on.
+    from awm_resources.provenance import catalog_digest, environment_digest
+
+    catalog = json.loads((training_store.root / "catalog.json").read_text())["environments"]
+    assert summary["catalog_digest"] == catalog_digest(catalog) and summary["changed_since_catalog"] == []
+    assert summary["environments"] == {k: environment_digest(training_store, k) for k in summary["scenarios"]}
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]
     for r in records:

@@ -4,6 +4,7 @@ records checkpoint, metrics, curves and the catalog version; the schedule exists
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -18,6 +19,8 @@ def test_training_asset_materializes_with_the_tiny_config(corpus_store, tmp_path
     from awm_assets.defs.shared.resources import RayResource, StoreResource
     from awm_assets.defs.training.jobs import training_run_config
     from awm_assets.defs.training.training_asset import grpo_training
+    from awm_resources.provenance import environment_digest
+    from awm_resources.store import ArtifactStore
 
     root = tmp_path / "store"
     shutil.copytree(corpus_store.root, root)
@@ -38,6 +41,12 @@ def test_training_asset_materializes_with_the_tiny_config(corpus_store, tmp_path
     assert checkpoint.startswith(str(root / "training" / "tiny-cpu")) and Path(checkpoint).is_dir()
     assert meta["catalog_sha256"].value == hashlib.sha256((root / "catalog.json").read_bytes()).hexdigest()
     assert meta["catalog_run_id"].value == result.run_id  # the catalog materialized in this run
+    # Provenance: the catalog version trained on, as Dagster's lineage records it, and each environment's version.
+    digest = json.loads((root / "catalog.json").read_text())["digest"]
+    mat = result.asset_materializations_for_node("grpo_training")[0]
+    assert meta["catalog_digest"].value == digest == mat.tags["dagster/input_data_version/environment_catalog"]
+    versions = {r.data["environment"]: r.data["version"] for r in meta["environment_versions"].value.records}
+    assert versions == {k: environment_digest(ArtifactStore(root), k) for k in ("fortnite_item_shop", "gofundme")}
     # Plots are files, tables are tables, environments link to their pages.
     assert Path(meta["curves_plot"].value).read_bytes()[:4] == b"\x89PNG"
     assert [r.data["step"] for r in meta["per_step"].value.records] == [1]

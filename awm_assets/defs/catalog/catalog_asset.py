@@ -7,6 +7,7 @@ from awm_assets.defs.shared.resources import StoreResource
 from awm_assets.defs.shared.ui_tables import asset_link, records_table
 from awm_assets.synthesis.catalog import CATALOG_FILE, assemble_catalog
 from awm_assets.synthesis.catalog_index import mark_written, run_token
+from awm_resources.provenance import save_catalog_version
 from awm_resources.store import atomic_write_json
 
 
@@ -27,7 +28,9 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
     totals = report["totals"]
     ready = [e for e in entries if e["ready"]]
     path = st.root / CATALOG_FILE
-    atomic_write_json(path, {"environments": ready, "not_ready": [e for e in entries if not e["ready"]]})
+    # Its version (digest of each ready environment's version) and a kept copy a run can train on later.
+    digest, version_file = save_catalog_version(st, ready)
+    atomic_write_json(path, {"digest": digest, "environments": ready, "not_ready": [e for e in entries if not e["ready"]]})
     mark_written(st, CATALOG_FILE, run_token(st, context.run.run_id))
     # Five narrow columns fit the metadata panel; each name opens the scenario's page.
     rows = ["| environment | ready | trainable tasks | tools ok | source |", "|---|---|---|---|---|"]
@@ -41,7 +44,7 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
     excluded = [{"environment": e["name"], "task": int(k), "reason": why[:300]}
                 for e in entries for k, why in e["excluded_reasons"].items()]
     context.log.info(f"{len(ready)} of {len(entries)} environments ready")
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=dg.DataVersion(digest), metadata={
         "ready": len(ready),
         "scenarios": len(entries),
         "tasks": sum(e["tasks"] for e in ready),
@@ -52,5 +55,9 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
                                                "unsolvable", "tools_server_error")},
         "excluded_task_reasons": records_table(excluded, ["environment", "task", "reason"]),
         "catalog_file": dg.MetadataValue.path(str(path)),
+        "catalog_digest": digest,  # also the data version: what grpo_training and evaluation record consuming
+        "catalog_version_file": dg.MetadataValue.path(str(version_file)),
+        "environment_versions": records_table([{"environment": e["name"], "version": e.get("digest") or "unchecked"}
+                                               for e in ready], ["environment", "version"]),
         "environments": dg.MetadataValue.md("\n".join(rows)),
     })

@@ -68,4 +68,8 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
         "pass_rate_by_bucket_plot": dg.MetadataValue.path(report.plot or ""),
         "episodes_dir": dg.MetadataValue.path(str(out_dir / "episodes")),
         "report": dg.MetadataValue.path(str(out_dir / "report.json")),
+        # Which catalog (the environment_catalog data version) and which environment versions were evaluated.
+        "catalog_digest": report.catalog_digest or "none",
+        "environment_versions": records_table([{"environment": k, "version": v} for k, v in report.environments.items()],
+                                              ["environment", "version"]),
     })

@@ -30,6 +30,8 @@ class TrainingRunConfig(dg.Config):
     scenarios: list[str] = Field(default_factory=list, description="train only on these catalog environments (empty: "
                                  "the config's list, which tiny-cpu replaces by the catalog's ready ones where absent)")
     steps: int = Field(default=0, description="override grpo.steps (0: the config's)")
+    catalog_version: str = Field(default="", description="train on this kept catalog version (a catalog_digest; "
+                                 "empty: catalog.json as it is); fails, listing them, if its environments changed since")
     bfcl_categories: list[str] = Field(default_factory=list, description="evaluate every saved checkpoint on these BFCL "
                                        "categories (e.g. multi_turn_base): accuracy per category over training steps")
     bfcl_limit: int = Field(default=5, description="BFCL cases per category and checkpoint (0: all)")
@@ -52,6 +54,8 @@ def _load(config: TrainingRunConfig, store_root: Path, run_id: str):
         overrides["environments"]["if_not_ready"] = "error"  # named in the run: strict
     if config.steps:
         overrides.setdefault("grpo", {})["steps"] = config.steps
+    if config.catalog_version:
+        overrides["environments"].update({"catalog_version": config.catalog_version, "catalog": None})
     try:
         cfg = load_config(path, overrides)
     except ConfigError as exc:
@@ -114,6 +118,10 @@ def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, 
             "tensorboard": dg.MetadataValue.path(summary.get("tensorboard") or ""),
             "catalog_sha256": catalog["sha256"],
             "catalog_run_id": catalog_event.run_id if catalog_event else "none",
+            # The catalog version trained on (environment_catalog's data version) and each environment's version.
+            "catalog_digest": summary["catalog_digest"],
+            "environment_versions": records_table([{"environment": k, "version": v}
+                                                   for k, v in summary["environments"].items()], ["environment", "version"]),
             "environments": dg.MetadataValue.md(", ".join(asset_link("verifiers", s) for s in summary["scenarios"])),
             "tasks": summary["tasks"],
             "generation": summary["generation"],
@@ -123,7 +131,7 @@ def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, 
             **bfcl,
             "trainer_config": dg.MetadataValue.md(f"```yaml\n{yaml.safe_dump(summary['config'], sort_keys=False)}```"),
         },
-        data_version=dg.DataVersion(f"{catalog['sha256'][:16]}-{context.run.run_id[:8]}"),
+        data_version=dg.DataVersion(f"{summary['catalog_digest']}-{context.run.run_id[:8]}"),
     )
 
 
