@@ -124,7 +124,7 @@ def wait_for_runs(instance: dg.DagsterInstance, run_ids: list[str], *, timeout_s
                 if time.monotonic() - failed_at.setdefault(run_id, time.monotonic()) < retry_grace_s:
                     continue
             launcher = instance.run_launcher
-            if RAY_NODE_TAG not in run.tags and isinstance(launcher, AwmRayRunLauncher) and launcher.record_node(run):
+            if not run.tags.get(RAY_NODE_TAG) and isinstance(launcher, AwmRayRunLauncher) and launcher.record_node(run):
                 run = instance.get_run_by_id(run.run_id) or run
             done[first] = run
             if on_done is not None:

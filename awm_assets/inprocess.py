@@ -154,7 +154,7 @@ def synthesize_batch_on_cluster(seed_file: Path, *, resynthesize: bool = False, 
         gen = wait([gen_id])[gen_id]
         new = [k for k in instance.get_dynamic_partitions(scenario_partitions.name) if k not in before]
         out: dict[str, Any] = {"seed_batch": batch.key, "generation_run": gen.run_id, "generation_ok": gen.status == success,
-                               "generation_node": gen.tags.get(RAY_NODE_TAG), "new_scenarios": new, "scenarios": []}
+                               "generation_node": gen.tags.get(RAY_NODE_TAG) or None, "new_scenarios": new, "scenarios": []}
         if gen.status != success:
             out["error"] = ("scenario generation failed: " + "; ".join(cluster_runs.run_failures(instance, gen))[:1000]
                             + "; see the run in the Dagster UI")
@@ -174,7 +174,7 @@ def synthesize_batch_on_cluster(seed_file: Path, *, resynthesize: bool = False, 
         for first, run in wait(list(launched), done).items():
             runs[launched[first]] = {"scenario": launched[first], "run_id": run.run_id, "success": run.status == success,
                                      "failures": [] if run.status == success else cluster_runs.run_failures(instance, run),
-                                     "ray_node": run.tags.get(RAY_NODE_TAG),
+                                     "ray_node": run.tags.get(RAY_NODE_TAG) or None,
                                      "retried_from": first if run.run_id != first else None}
         cat_id = cluster_runs.launch(context, "refresh_catalog")
         cat = wait([cat_id])[cat_id]

@@ -63,6 +63,8 @@ class AwmRayRunLauncher(RayRunLauncher):
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run
+        if run.tags.get(RAY_NODE_TAG):  # a retry copies its parent's tags: not where this run will go
+            self._instance.add_run_tags(run.run_id, {RAY_NODE_TAG: ""})
         args = ExecuteRunArgs(job_origin=dg._check.not_none(run.job_code_origin), run_id=run.run_id,
                               instance_ref=self._instance.get_ref(), set_exit_code_on_failure=True)
         self._launch_ray_job(get_job_submission_id_from_run_id(run.run_id), run_command(args), run)
@@ -75,7 +77,8 @@ class AwmRayRunLauncher(RayRunLauncher):
         self._launch_ray_job(submission_id, run_command(args), run)
 
     def record_node(self, run: dg.DagsterRun, job_info: Any = None) -> str | None:
-        """Tag the run with the node its job's driver (the run's process) runs on, once Ray knows it; the node."""
+        """Tag the run with the node its job's driver (the run's process) runs on, once Ray knows it; the node
+        (None while unknown; the tag is empty then)."""
         if job_info is None:
             try:
                 job_info = self.client.get_job_info(run_submission_id(self._instance, run))
@@ -84,7 +87,7 @@ class AwmRayRunLauncher(RayRunLauncher):
         node = getattr(job_info, "driver_node_id", None)
         if node and run.tags.get(RAY_NODE_TAG) != node:
             self._instance.add_run_tags(run.run_id, {RAY_NODE_TAG: node})
-        return node or run.tags.get(RAY_NODE_TAG)
+        return node or run.tags.get(RAY_NODE_TAG) or None
 
     def check_run_worker_health(self, run: dg.DagsterRun) -> CheckRunHealthResult:
         result = super().check_run_worker_health(run)
