@@ -198,3 +198,8 @@ def bucket_counts(tasks: Iterable[TaskDifficulty]) -> dict[str, int]:
     for task in tasks:
         out[task.bucket] += 1
     return out
+
+
+def with_untried(merged: dict[TaskKey, TaskDifficulty], tasks: Iterable[TaskKey]) -> list[TaskDifficulty]:
+    """Each of `tasks` with its merged counts; a task without records appears as untried (zero counts)."""
+    return [merged.get(key) or TaskDifficulty(*key) for key in tasks]

@@ -3,8 +3,10 @@
 `evaluate()` picks up to `tasks_per_env` eligible tasks per ready environment (skipping tasks the
 quality gate left out: see awm_rl.quality), runs the episodes concurrently against the runtime pool,
 judges them (batched) and writes, under `out_dir`: one JSON per episode (trajectory + score),
-`report.json` and `pass_rate_by_bucket.png`. Difficulty buckets are the number of tool calls an
-episode used (`BUCKETS`).
+`report.json`, `pass_rate_by_bucket.png` and `task_difficulty.png`. Difficulty buckets are the number of tool calls
+an episode used (`BUCKETS`). Every episode is also added to the store's per-task difficulty records
+(awm_resources.difficulty: by policy and run); the report's `per_task` table gives each task's outcome here and
+the policy's pass rate and pass-rate bucket over every run recorded.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from awm_resources.difficulty import (
+    bucket_counts,
+    bucket_rank,
+    load_difficulty,
+    new_run_id,
+    record_rollouts,
+    with_untried,
+)
 from awm_resources.provenance import run_provenance
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.agent import Episode, EpisodeScore, EpisodeSpec, LoopConfig, Policy, run_episodes
@@ -62,6 +72,12 @@ class EvaluationReport:
     environments: dict[str, str | None] = field(default_factory=dict)
     changed_since_catalog: list[str] = field(default_factory=list)
 
+    # Per-task difficulty (awm_resources.difficulty): this run's records, each task's row, tasks per bucket.
+    difficulty_run: str | None = None
+    per_task: list[dict[str, Any]] = field(default_factory=list)
+    difficulty_buckets: dict[str, int] = field(default_factory=dict)
+    difficulty_plot: str | None = None
+
     def summary(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "episode_files"}
 
@@ -100,11 +116,23 @@ def _group(pairs: list[tuple[Episode, EpisodeScore]]) -> dict[str, Any]:
             "mean_turns": round(sum(e.turns for e, _ in pairs) / len(pairs), 3) if pairs else 0.0}
 
 
+def outcome_rows(episodes: list[Episode], scores: list[EpisodeScore],
+                 failed: list[bool] | None = None) -> list[tuple[str, int, str, int]]:
+    """(scenario, task_idx, outcome, turns) of each episode, for the per-task difficulty records
+    (awm_resources.difficulty): a policy-side failure (`failed`, by default a `policy_error` termination) is its
+    own outcome there, not an attempt."""
+    bad = failed if failed is not None else [e.termination == "policy_error" for e in episodes]
+    return [(e.scenario, e.task_idx, "policy_failure" if f else s.outcome, e.turns)
+            for e, s, f in zip(episodes, scores, bad, strict=True)]
+
+
 def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge: Judge, *, out_dir: Path,
              tasks_per_env: int = 3, window: int | None = 10, max_turns: int = 20,
              scenarios: list[str] | None = None, concurrency: int = 4,
-             excluded: dict[str, list[int]] | None = None, keep_databases: bool = False) -> EvaluationReport:
-    """Run and judge the episodes; write trajectories, report and plot to `out_dir`."""
+             excluded: dict[str, list[int]] | None = None, keep_databases: bool = False,
+             run_id: str | None = None) -> EvaluationReport:
+    """Run and judge the episodes; write trajectories, report and plots to `out_dir`; add every episode to the
+    store's per-task difficulty records as run `run_id` (default: a new id)."""
     started = time.perf_counter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -120,6 +148,9 @@ def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge
     config = LoopConfig(max_turns=max_turns, window=window, snapshot_dir=out_dir / "databases")
     episodes = run_episodes(pool, policy, specs, config, concurrency=concurrency)
     scores = score_episodes(episodes, records, judge)
+    difficulty_run = run_id or new_run_id("evaluation")
+    record_rollouts(store, run=difficulty_run, source="evaluation", policy=policy.name, part="episodes",
+                    rows=outcome_rows(episodes, scores))
     files = []
     for episode, score in zip(episodes, scores, strict=True):
         if not keep_databases:
@@ -147,9 +178,64 @@ def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge
         wall_s=round(time.perf_counter() - started, 2), out_dir=str(out_dir), episode_files=files, **provenance,
     )
     report.plot = str(plot_pass_rate_by_bucket(report, out_dir / "pass_rate_by_bucket.png"))
+    report.difficulty_run = difficulty_run
+    report.per_task, report.difficulty_buckets = per_task_difficulty(store, policy.name, pairs)
+    report.difficulty_plot = str(plot_task_difficulty(report, out_dir / "task_difficulty.png"))
     atomic_write_json(out_dir / "report.json", {**report.summary(), "policy": policy.name, "judge_mode": judge.mode,
                                                 "window": window, "tasks_per_env": tasks_per_env})
     return report
+
+
+def per_task_difficulty(store: ArtifactStore, policy: str,
+                        pairs: list[tuple[Episode, EpisodeScore]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Per evaluated task: its outcome in this run and the policy's record over every run in the store (attempts,
+    pass rate, bucket); hardest first. And the evaluated tasks per bucket."""
+    merged = load_difficulty(store).tasks(policy=policy)
+    here = {(e.scenario, e.task_idx): (e, s) for e, s in pairs}
+    tasks = with_untried(merged, list(here))
+    rows = []
+    for task in tasks:
+        episode, score = here[(task.scenario, task.task_idx)]
+        row = task.row()
+        rows.append({"scenario": task.scenario, "task": task.task_idx, "outcome": score.outcome, "reward": score.reward,
+                     "turns": episode.turns, "tool_calls": episode.tool_calls, "attempts": row["attempts"],
+                     "pass_rate": row["pass_rate"], "bucket": row["bucket"], "mean_turns": row["mean_turns"]})
+    rows.sort(key=lambda r: (bucket_rank(r["bucket"]), r["pass_rate"] or 0.0, r["scenario"], r["task"]))
+    return rows, bucket_counts(tasks)
+
+
+def plot_task_difficulty(report: EvaluationReport, path: Path) -> Path:
+    """Two panels: evaluated tasks per difficulty bucket, and each task's pass rate (the policy's, over every
+    recorded run) from the hardest to the easiest."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    from awm_resources.difficulty import BUCKETS
+
+    colors = {"untried": "#bbbbbb", "unsolved": "#c44e52", "hard": "#dd8452", "medium": "#4c72b0", "easy": "#55a868"}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.2), dpi=100)
+    names = list(BUCKETS)
+    counts = [report.difficulty_buckets.get(n, 0) for n in names]
+    ax1.bar(names, counts, color=[colors[n] for n in names])
+    ax1.set_ylabel("tasks")
+    ax1.set_title("Tasks per difficulty bucket")
+    rows = sorted(report.per_task, key=lambda r: (r["pass_rate"] is None, r["pass_rate"] or 0.0))
+    rates = [r["pass_rate"] or 0.0 for r in rows]
+    ax2.bar(range(len(rows)), rates, width=1.0, color=[colors.get(r["bucket"], "#bbbbbb") for r in rows])
+    ax2.set_ylim(0, 1.05)
+    ax2.set_xlabel("task (hardest first)")
+    ax2.set_ylabel("pass rate (all recorded runs)")
+    ax2.set_title(f"Per-task pass rate ({len(rows)} tasks)")
+    for axis in (ax1.yaxis, ax2.xaxis):  # counts and task ranks are whole numbers
+        axis.set_major_locator(MaxNLocator(integer=True))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
 
 
 def plot_pass_rate_by_bucket(report: EvaluationReport, path: Path) -> Path:

@@ -170,6 +170,36 @@ class WarmStartConfig(_Section):
     tasks_per_scenario: int = Field(default=3, ge=1)
 
 
+class CurriculumConfig(_Section):
+    """Which tasks a step trains on, from what the policy passes (awm_rl.training.curriculum). Off: the fixed
+    shuffled schedule, exactly as without this section."""
+
+    enabled: bool = False
+    dynamic_sampling: bool = Field(
+        default=True, description="a group whose G rewards are all equal (zero advantages, no gradient) is not "
+        "trained on; its slot is refilled with another task's G rollouts")
+    max_refill_rounds: int = Field(default=2, ge=0, description="refill rounds per step at most")
+    max_refill_groups: int | None = Field(default=None, ge=1, description="refill groups per step at most "
+                                          "(default: tasks_per_step)")
+    band: tuple[float, float] = Field(default=(0.2, 0.8), description="preferred pass-rate band [low, high]")
+    out_of_band_weight: float = Field(default=0.1, ge=0, description="sampling weight of a task outside the band "
+                                      "(in the band or never attempted: 1; 0: only when nothing else is left)")
+    retire_after: int | None = Field(default=16, ge=1, description="a task this run's policy completed this many "
+                                     "times in a row is not chosen again (null: never)")
+    prior: Literal["store", "none"] = Field(
+        default="store", description="pass rates start from the store's per-task difficulty records (store) or "
+        "from nothing (none); every rollout of the run is added as it goes")
+    prior_policies: list[str] = Field(default_factory=list, description="with prior store: only these policies' "
+                                      "records (empty: every policy's)")
+
+    @model_validator(mode="after")
+    def _band(self) -> "CurriculumConfig":
+        low, high = self.band
+        if not 0.0 <= low <= high <= 1.0:
+            raise ValueError(f"curriculum.band {list(self.band)} must be [low, high] with 0 <= low <= high <= 1")
+        return self
+
+
 class GenerationConfig(_Section):
     """Where turns are generated: transformers (CPU or GPU) or vLLM (GPU, colocated or a server)."""
 
@@ -212,6 +242,7 @@ class TrainConfig(_Section):
     warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
     log_samples: bool = Field(default=False, description="write every step's conversations and per-turn samples "
                               "(decoded) under steps/ (large at scale; the tiny config turns it on)")
     tensorboard: bool = Field(default=True, description="TensorBoard event files under <output_dir>/tensorboard: "
@@ -226,6 +257,9 @@ class TrainConfig(_Section):
         if self.ray.strategy != "ddp" and not (self.generation.backend == "vllm" and self.generation.vllm_mode == "server"):
             raise ValueError(f"ray.strategy {self.ray.strategy} shards the weights, so generating with them needs a "
                              "collective on every turn batch: use generation.backend vllm with vllm_mode server")
+        if workers > 1 and self.curriculum.enabled:
+            raise ValueError("curriculum needs one trainer process (its refill rounds run between the processes' "
+                             "collectives): set ray.trainer_workers: 1 or curriculum.enabled: false")
         if workers > 1 and self.ray.in_process:
             raise ValueError("ray.in_process runs one trainer; set ray.trainer_workers: 1 or drop in_process")
         return self

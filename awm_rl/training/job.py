@@ -368,11 +368,13 @@ def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, 
     if config.tensorboard:  # TRL's TensorBoardCallback (report_to) writes beside the step metrics
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(out_dir / TENSORBOARD_DIR)
     box: dict[str, Any] = {}
+    records, curriculum = _difficulty_and_curriculum(config, tasks, schedule, rank, on_event)
     context = RolloutContext(
         pool=pool, judge=build_judge(config), records={(r.scenario, r.task_idx): r for r in tasks},
         loop_config=loop_config, schedule=schedule, out_dir=out_dir, max_context_tokens=config.rollout.max_context_tokens,
         concurrency=config.rollout.concurrency, batch_wait_s=config.rollout.batch_wait_ms / 1000.0,
-        micro_batch_samples=config.grpo.micro_batch_samples, log_samples=config.log_samples, on_event=on_event)
+        micro_batch_samples=config.grpo.micro_batch_samples, log_samples=config.log_samples, on_event=on_event,
+        curriculum=curriculum, difficulty=records)
     trainer = AWMGRPOTrainer(model=model_path, reward_funcs=[awm_episode_reward], args=grpo_args(config, out_dir, vllm=vllm),
                              train_dataset=Dataset.from_list(T.dataset_rows(schedule)), processing_class=tokenizer,
                              callbacks=[_step_callback(writer, box, config, out_dir)], awm=context)
@@ -399,4 +401,35 @@ def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, 
             "last_checkpoint": checkpoints[-1] if checkpoints else None, "metrics_file": str(out_dir / METRICS_FILE),
             "curves": str(curves) if curves else None, "final_metrics": last, "weights": delta,
             "tensorboard": str(out_dir / TENSORBOARD_DIR) if config.tensorboard else None,
-            "generation": "vllm" if vllm else "transformers", "trainer_processes": trainer.accelerator.num_processes}
+            "generation": "vllm" if vllm else "transformers", "trainer_processes": trainer.accelerator.num_processes,
+            "difficulty_run": records.run, "curriculum": curriculum.summary() if curriculum else None}
+
+
+def _difficulty_and_curriculum(config: TrainConfig, tasks: list, schedule: list, rank: int,
+                               on_event: EventSink | None) -> tuple[Any, Any]:
+    """The recorder adding every rollout to the store's per-task difficulty records (policy `grpo:<name>`), and
+    the curriculum when `curriculum.enabled` (its pass rates start from those records: `curriculum.prior`)."""
+    import re
+
+    from awm_resources.difficulty import load_difficulty, new_run_id
+    from awm_rl.training.curriculum import Curriculum
+    from awm_rl.training.rollouts import StepRecords
+
+    run = new_run_id("train-" + re.sub(r"[^A-Za-z0-9._-]+", "-", config.name).strip("-."))
+    records = StepRecords(config.store_root(), run=run, policy=f"grpo:{config.name}", rank=rank)
+    cur = config.curriculum
+    if not cur.enabled:
+        return records, None
+    prior = None
+    if cur.prior == "store":
+        index = load_difficulty(ArtifactStore(config.store_root()))
+        for problem in index.problems:
+            _emit(on_event, f"curriculum: a difficulty record could not be read and is left out: {problem}")
+        prior = index.tasks(policies=cur.prior_policies or None)
+    curriculum = Curriculum(cur, tasks, schedule, group_size=config.grpo.group_size,
+                            tasks_per_step=config.grpo.tasks_per_step, seed=config.grpo.seed, prior=prior)
+    known = sum(1 for key in curriculum.tasks if curriculum.attempts[key])
+    _emit(on_event, f"curriculum: {len(tasks)} tasks, {known} with prior records, band {list(cur.band)}, "
+          f"dynamic sampling {'on' if cur.dynamic_sampling else 'off'}, retire after "
+          f"{cur.retire_after or 'never'}; difficulty records under run {run}")
+    return records, curriculum

@@ -320,3 +320,87 @@ def time_split(rollout_s: float, broker: GenerationBroker, clock: BusyClock) -> 
     return {"generation_s": round(broker.generation_s, 4), "env_s": round(env_only, 4),
             "env_busy_s": round(env_busy, 4), "env_calls": clock.calls, "env_call_s": round(clock.call_s, 4),
             "waiting_s": round(max(0.0, rollout_s - broker.generation_s - env_only), 4)}
+
+
+@dataclass
+class ScoredRound:
+    """One batch of rollouts run and judged: a step's scheduled tasks, or a curriculum's refill groups.
+    `rows` are the dataset rows (one per rollout, G consecutive rows per task); `failed` marks policy-side
+    failures (unscored)."""
+
+    rows: list[dict[str, Any]]
+    rollouts: list[Rollout]
+    scores: list[Any]  # awm_rl.agent.episode.EpisodeScore, one per rollout
+    failed: list[bool]
+    rollout_s: float
+    judge_s: float
+    split: dict[str, float]
+    broker: GenerationBroker
+
+
+@dataclass
+class StepRollouts:
+    """What a step trains on: the final groups (`rows`, `rollouts`, `scores`, `failed`; `train` False for a
+    rollout whose group gives no samples) and the totals of every round run for it (time, generation batches).
+    Without a curriculum: the one round, every rollout trained on."""
+
+    rows: list[dict[str, Any]]
+    rollouts: list[Rollout]
+    scores: list[Any]
+    failed: list[bool]
+    train: list[bool]
+    rounds: list[ScoredRound]
+    curriculum: dict[str, Any] | None = None  # the curriculum's choices this step (awm_rl.training.curriculum)
+
+    @classmethod
+    def single(cls, scored: ScoredRound) -> "StepRollouts":
+        return cls(scored.rows, scored.rollouts, scored.scores, scored.failed, [True] * len(scored.rows), [scored])
+
+    @property
+    def rollout_s(self) -> float:
+        return sum(r.rollout_s for r in self.rounds)
+
+    @property
+    def judge_s(self) -> float:
+        return sum(r.judge_s for r in self.rounds)
+
+    @property
+    def split(self) -> dict[str, float]:
+        keys = self.rounds[0].split.keys()
+        return {k: round(sum(r.split[k] for r in self.rounds), 4) if isinstance(self.rounds[0].split[k], float)
+                else sum(r.split[k] for r in self.rounds) for k in keys}
+
+    @property
+    def batches(self) -> list[int]:
+        return [size for r in self.rounds for size in r.broker.batches]
+
+    def broker_total(self, name: str) -> int:
+        """A GenerationBroker counter (failed_batches, retried_prompts, failed_prompts) summed over the rounds."""
+        return sum(getattr(r.broker, name) for r in self.rounds)
+
+    @property
+    def broker_errors(self) -> list[str]:
+        return [e for r in self.rounds for e in r.broker.errors]
+
+
+class StepRecords:
+    """Adds every scored batch of training rollouts to the store's per-task difficulty records
+    (awm_resources.difficulty): one part per batch, named by step, trainer process and batch, so no writer
+    overwrites another's."""
+
+    def __init__(self, store_root: Any, *, run: str, policy: str, rank: int = 0) -> None:
+        from awm_resources.store import ArtifactStore
+
+        self.store = ArtifactStore(store_root)
+        self.run, self.policy, self.rank = run, policy, rank
+        self._batches: dict[int, int] = {}
+
+    def record(self, step: int, scored: ScoredRound) -> None:
+        from awm_resources.difficulty import record_rollouts
+        from awm_rl.evaluation import outcome_rows
+
+        batch = self._batches.get(step, 0)
+        self._batches[step] = batch + 1
+        rows = outcome_rows([r.episode for r in scored.rollouts], scored.scores, scored.failed)
+        record_rollouts(self.store, run=self.run, source="training", policy=self.policy, rows=rows, step=step,
+                        part=f"step_{step:04d}-rank{self.rank}-batch{batch}")

@@ -49,7 +49,17 @@ from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard
 from awm_rl.reward import Judge, TaskRecord, score_episodes
 from awm_rl.training.metrics import is_policy_failure, merge_rollout_metrics, rollout_metrics
 from awm_rl.training.objective import carries_gradient, engine_ratio, fold_engine_ratio, group_advantages, real_rows
-from awm_rl.training.rollouts import BusyClock, GenerationBroker, RecordingPolicy, TimedPool, run_rollouts, time_split
+from awm_rl.training.rollouts import (
+    BusyClock,
+    GenerationBroker,
+    RecordingPolicy,
+    ScoredRound,
+    StepRecords,
+    StepRollouts,
+    TimedPool,
+    run_rollouts,
+    time_split,
+)
 from awm_rl.training.samples import (
     TurnSample,
     collate,
@@ -89,6 +99,10 @@ class RolloutContext:
     log_samples: bool = True
     on_event: Callable[[dict[str, Any]], None] | None = None
     step_metrics: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # awm_rl.training.curriculum.Curriculum: chooses each step's tasks and refills groups without reward
+    # variance (None: the fixed schedule, every group trained on)
+    curriculum: Any = None
+    difficulty: StepRecords | None = None  # adds every scored rollout to the store's per-task difficulty records
 
 
 class AWMGRPOTrainer(GRPOTrainer):
@@ -168,29 +182,21 @@ class AWMGRPOTrainer(GRPOTrainer):
 
         self._awm_sync_weights()
 
-        # 1. rollouts (environment calls clocked, generation batches served by this thread)
-        specs = [EpisodeSpec(row["scenario"], int(row["task_idx"]), row["task"]) for row in inputs]
-        broker = GenerationBroker(batch_wait_s=self.awm.batch_wait_s)
-        clock = BusyClock()
-        policy = RecordingPolicy(self._tokenizer, broker, eos_token_ids=list(self.eos_token_ids),
-                                 max_response_tokens=self.max_completion_length,
-                                 max_context_tokens=self.awm.max_context_tokens)
-        rollouts = run_rollouts(TimedPool(self.awm.pool, clock), specs, policy, self._awm_generate,
-                                self.awm.loop_config, concurrency=self.awm.concurrency)
-        rollout_s = time.perf_counter() - started
-        split = time_split(rollout_s, broker, clock)
-        if mode == "train":
-            self._prefetch(step)  # step index `step` is the next round (0-based schedule)
-
-        # 2. judge and reward (a policy-side failure gets no reward: None, unscorable)
-        t_judge = time.perf_counter()
+        # 1-2. rollouts and judging; a curriculum chooses the step's tasks and refills the groups whose rewards
+        # are all equal (awm_rl.training.curriculum), which then give no samples
+        curriculum = self.awm.curriculum
+        if curriculum is not None:
+            inputs = curriculum.rows_for(step)
+        first = self._awm_scored_round(inputs, step, started, prefetch=mode == "train" and curriculum is None)
+        if curriculum is not None:
+            done = curriculum.fill_step(step, first, lambda rows: self._awm_scored_round(rows, step, time.perf_counter()))
+            if mode == "train":
+                self._prefetch(step)  # the curriculum has chosen the next step's tasks
+        else:
+            done = StepRollouts.single(first)
+        inputs, rollouts, scores, failed = done.rows, done.rollouts, done.scores, done.failed
         episodes = [r.episode for r in rollouts]
-        records = [self.awm.records[(s.scenario, s.task_idx)] for s in specs]
-        scores = score_episodes(episodes, records, self.awm.judge)
-        for episode in episodes:
-            discard_snapshot(episode)
-        judge_s = time.perf_counter() - t_judge
-        failed = [is_policy_failure(e) for e in episodes]
+        rollout_s, judge_s, split = done.rollout_s, done.judge_s, done.split
 
         # 3. group-relative advantages (TRL's reward plumbing, then its "sum_then_normalize" formula)
         rows = [{**row, "awm_reward": None if bad else score.reward}
@@ -207,12 +213,13 @@ class AWMGRPOTrainer(GRPOTrainer):
 
         # 4. per-turn samples (none from a policy-side failure: it carries no learning signal)
         samples: list[TurnSample] = []
-        for i, (rollout, adv, reward, bad) in enumerate(zip(rollouts, local_adv, local_rewards, failed, strict=True)):
-            if not bad:
+        for i, (rollout, adv, reward, bad, keep) in enumerate(zip(rollouts, local_adv, local_rewards, failed, done.train,
+                                                                  strict=True)):
+            if not bad and keep:
                 samples += samples_from_rollout(rollout.episode, rollout.turns, reward=reward, advantage=adv, rollout=i)
         real = len(samples)
         counts = self.accelerator.gather(torch.tensor([real], device=device))
-        if int(counts.max()) == 0:
+        if int(counts.max()) == 0 and all(done.train):  # (a curriculum may have left every group out: no samples)
             reasons = sorted({f"{e.termination}: {(e.termination_detail or '')[:200]}" for e in episodes})
             raise RuntimeError(f"step {step}: none of the {len(episodes)} rollouts produced a trainable model turn "
                                f"({'; '.join(reasons[:3])})")
@@ -238,14 +245,16 @@ class AWMGRPOTrainer(GRPOTrainer):
             metrics = merge_rollout_metrics(gather_object([metrics]))
         metrics.update({"step": step, "samples": real, "padding_samples": len(samples) - real, "updates_skipped": 0,
                         "frac_reward_zero_std": round(float(zero_std.float().mean()), 6),
-                        "generation_batches": len(broker.batches),
-                        "generation_batch_mean": round(sum(broker.batches) / max(1, len(broker.batches)), 2),
-                        "generation_failed_batches": broker.failed_batches,
-                        "generation_retried_prompts": broker.retried_prompts,
-                        "generation_failed_prompts": broker.failed_prompts,
+                        "generation_batches": len(done.batches),
+                        "generation_batch_mean": round(sum(done.batches) / max(1, len(done.batches)), 2),
+                        "generation_failed_batches": done.broker_total("failed_batches"),
+                        "generation_retried_prompts": done.broker_total("retried_prompts"),
+                        "generation_failed_prompts": done.broker_total("failed_prompts"),
                         "rollout_s": round(rollout_s, 3), **split, "judge_s": round(judge_s, 3),
                         "logps_s": round(logps_s, 3), **{k: _round(v) for k, v in engine.items()},
                         "started_at": wall_start, "scored_at": time.time()})
+        if curriculum is not None and done.curriculum is not None:
+            metrics.update(curriculum.metrics(done.curriculum))
         self.awm.step_metrics[step] = metrics
         m = self._metrics[mode]
         scored = rewards[~torch.isnan(rewards)]
@@ -263,13 +272,46 @@ class AWMGRPOTrainer(GRPOTrainer):
         m["completions/mean_length"].append(completion_tokens / max(1, real))
         if self.accelerator.is_main_process:
             self._write_step_files(step, rollouts, scores, samples, failed)
-        if broker.failed_prompts:
-            self._emit(f"step {step}: {broker.failed_prompts} generation request(s) failed even alone "
-                       f"({broker.errors[-1]}); their rollouts are left out of the group statistics")
+        if done.broker_total("failed_prompts"):
+            self._emit(f"step {step}: {done.broker_total('failed_prompts')} generation request(s) failed even alone "
+                       f"({done.broker_errors[-1]}); their rollouts are left out of the group statistics")
+        if curriculum is not None and done.curriculum is not None:
+            self._emit(curriculum.message(done.curriculum), curriculum=done.curriculum)
         self._emit(f"step {step}: {len(episodes)} rollouts in {rollout_s:.1f}s (generation {split['generation_s']:.1f}s, "
                    f"environments {split['env_s']:.1f}s), judged in {judge_s:.1f}s, {real} samples, "
                    f"reward {metrics['reward_mean']:+.3f}")
         return batch
+
+    def _awm_scored_round(self, inputs: list[dict[str, Any]], step: int, started: float, *,
+                          prefetch: bool = False) -> ScoredRound:
+        """Run `inputs` as episodes (environment calls clocked, generation batches served by this thread) and
+        judge them (a policy-side failure gets no reward: unscorable); added to the difficulty records.
+        `prefetch`: create the next step's instances while the judge runs."""
+        specs = [EpisodeSpec(row["scenario"], int(row["task_idx"]), row["task"]) for row in inputs]
+        broker = GenerationBroker(batch_wait_s=self.awm.batch_wait_s)
+        clock = BusyClock()
+        policy = RecordingPolicy(self._tokenizer, broker, eos_token_ids=list(self.eos_token_ids),
+                                 max_response_tokens=self.max_completion_length,
+                                 max_context_tokens=self.awm.max_context_tokens)
+        rollouts = run_rollouts(TimedPool(self.awm.pool, clock), specs, policy, self._awm_generate,
+                                self.awm.loop_config, concurrency=self.awm.concurrency)
+        rollout_s = time.perf_counter() - started
+        split = time_split(rollout_s, broker, clock)
+        if prefetch:
+            self._prefetch(step)  # step index `step` is the next round (0-based schedule)
+
+        t_judge = time.perf_counter()
+        episodes = [r.episode for r in rollouts]
+        records = [self.awm.records[(s.scenario, s.task_idx)] for s in specs]
+        scores = score_episodes(episodes, records, self.awm.judge)
+        for episode in episodes:
+            discard_snapshot(episode)
+        judge_s = time.perf_counter() - t_judge
+        scored = ScoredRound(list(inputs), rollouts, scores, [is_policy_failure(e) for e in episodes], rollout_s,
+                             judge_s, split, broker)
+        if self.awm.difficulty is not None:
+            self.awm.difficulty.record(step, scored)
+        return scored
 
     # -- log-probs on the recorded (windowed) contexts -----------------------------------------------------
     def _chunked_logps(self, model: Any, batch: dict[str, Any]) -> torch.Tensor:

@@ -136,6 +136,15 @@ def test_evaluate_reference_policy_over_the_demo_catalog(demo_store, tmp_path):
     one = json.loads((tmp_path / "eval" / "episodes" / "issue_tracker.t0.json").read_text())
     assert one["score"]["outcome"] == "completed" and one["episode"]["steps"]
     assert not list((tmp_path / "eval" / "databases").glob("*/final.db"))  # copies removed after judging
+    # Per-task difficulty: every episode in the store's records under this run, and a row per task.
+    from awm_resources.difficulty import load_difficulty
+
+    recorded = load_difficulty(demo_store).tasks(run=report.difficulty_run)
+    assert len(recorded) == 6 and all(t.attempts == t.completed == 1 for t in recorded.values())
+    assert {(r["scenario"], r["task"]) for r in report.per_task} == set(recorded)
+    assert all(r["outcome"] == "completed" and r["bucket"] == "easy" and r["attempts"] >= 1 for r in report.per_task)
+    assert report.difficulty_buckets["easy"] == 6 and saved["difficulty_run"] == report.difficulty_run
+    assert (tmp_path / "eval" / "task_difficulty.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_evaluation_asset_materializes(demo_store):
@@ -156,6 +165,10 @@ def test_evaluation_asset_materializes(demo_store):
     buckets = [r.data["tool calls required"] for r in mat.metadata["per_bucket"].value.records]
     assert buckets == ["0-2 calls", "3-5 calls", "6-9 calls", "10+ calls"]  # in order, not as strings sort
     assert "](/assets/verifiers?partition=" in mat.metadata["per_environment"].value
+    assert [r.data["outcome"] for r in mat.metadata["per_task"].value.records] == ["completed"] * 3
+    assert Path(mat.metadata["task_difficulty_plot"].value).read_bytes()[:4] == b"\x89PNG"
+    counts = {r.data["bucket"]: r.data["tasks"] for r in mat.metadata["difficulty_buckets"].value.records}
+    assert counts == {"untried": 0, "unsolved": 0, "hard": 0, "medium": 0, "easy": 3}  # the reference solves all
     # Provenance: the catalog version it consumed (Dagster records it as the input's data version) and each
     # environment's version.
     digest = result.asset_materializations_for_node("environment_catalog")[0].metadata["catalog_digest"].value

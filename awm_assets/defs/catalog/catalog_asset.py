@@ -4,11 +4,11 @@ import dagster as dg
 
 from awm_assets.defs.catalog.automation import catalog_refresh_condition, every_stage_partition
 from awm_assets.defs.shared.resources import StoreResource
-from awm_assets.defs.shared.ui_tables import asset_link, records_table
+from awm_assets.defs.shared.ui_tables import asset_link, difficulty_table, records_table
 from awm_assets.synthesis.catalog import CATALOG_FILE, assemble_catalog
 from awm_assets.synthesis.catalog_index import mark_written, run_token
 from awm_resources.provenance import save_catalog_version
-from awm_resources.store import atomic_write_json
+from awm_resources.store import ArtifactStore, atomic_write_json
 
 
 @dg.asset(
@@ -44,6 +44,7 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
     excluded = [{"environment": e["name"], "task": int(k), "reason": why[:300]}
                 for e in entries for k, why in e["excluded_reasons"].items()]
     context.log.info(f"{len(ready)} of {len(entries)} environments ready")
+    difficulty = _task_difficulty(context, st, ready)
     return dg.MaterializeResult(data_version=dg.DataVersion(digest), metadata={
         "ready": len(ready),
         "scenarios": len(entries),
@@ -60,4 +61,22 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
         "environment_versions": records_table([{"environment": e["name"], "version": e.get("digest") or "unchecked"}
                                                for e in ready], ["environment", "version"]),
         "environments": dg.MetadataValue.md("\n".join(rows)),
+        **difficulty,
     })
+
+
+def _task_difficulty(context: dg.AssetExecutionContext, st: ArtifactStore, ready: list[dict]) -> dict:
+    """Each trainable task's pass rate and bucket over every recorded rollout (evaluations and training, every
+    policy: awm_resources.difficulty), and the tasks per bucket."""
+    from awm_resources.difficulty import BUCKETS, bucket_counts, load_difficulty, with_untried
+
+    index = load_difficulty(st)
+    for problem in index.problems:
+        context.log.warning(f"difficulty record left out: {problem}")
+    keys = [(e["name"], i) for e in ready for i in range(e["tasks"]) if i not in set(e["excluded_tasks"])]
+    tasks = with_untried(index.tasks(), keys)
+    counts = bucket_counts(tasks)
+    return {"task_difficulty": difficulty_table(tasks),
+            "difficulty_buckets": records_table([{"bucket": k, "tasks": v, "meaning": BUCKETS[k]} for k, v in counts.items()],
+                                                ["bucket", "tasks", "meaning"]),
+            "difficulty_records": len(index.parts)}

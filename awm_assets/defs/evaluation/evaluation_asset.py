@@ -10,6 +10,7 @@ from pydantic import Field
 
 from awm_assets.defs.shared.resources import LLMResource, StoreResource
 from awm_assets.defs.shared.ui_tables import asset_link, bucket_order, records_table
+from awm_resources.difficulty import BUCKETS
 
 
 class EvaluationConfig(dg.Config):
@@ -31,7 +32,8 @@ class EvaluationConfig(dg.Config):
     deps=["environment_catalog"],
     group_name="evaluation",
     kinds={"python"},
-    description="Pass rate of a policy over the catalog: overall, per environment and per difficulty bucket.",
+    description="Pass rate of a policy over the catalog: overall, per environment and per difficulty bucket; per "
+                "task its outcome and the policy's pass-rate bucket over every recorded run (per-task difficulty).",
 )
 def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, store: StoreResource,
                judge_llm: LLMResource) -> dg.MaterializeResult:
@@ -66,6 +68,13 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
         "per_bucket": records_table(buckets, ["tool calls required", "episodes", "pass_rate", "mean_reward",
                                               "format_error_rate", "environment_error_rate", "mean_turns"]),
         "pass_rate_by_bucket_plot": dg.MetadataValue.path(report.plot or ""),
+        # Per-task difficulty: this run's outcome and the policy's record over every run (awm_resources.difficulty).
+        "per_task": records_table(report.per_task[:1000], ["scenario", "task", "outcome", "turns", "bucket",
+                                                            "pass_rate", "attempts", "mean_turns"]),
+        "difficulty_buckets": records_table([{"bucket": k, "tasks": v, "meaning": BUCKETS[k]}
+                                             for k, v in report.difficulty_buckets.items()], ["bucket", "tasks", "meaning"]),
+        "task_difficulty_plot": dg.MetadataValue.path(report.difficulty_plot or ""),
+        "difficulty_run": report.difficulty_run or "",
         "episodes_dir": dg.MetadataValue.path(str(out_dir / "episodes")),
         "report": dg.MetadataValue.path(str(out_dir / "report.json")),
         # Which catalog (the environment_catalog data version) and which environment versions were evaluated.
