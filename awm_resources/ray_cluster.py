@@ -24,6 +24,7 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict
     if address:
         ctx = ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True)
         started_local = False
+        _check_shared_store(address)
     else:
         # A local cluster started here needs no token (Ray 2.60 turns token auth on by default).
         os.environ["RAY_AUTH_MODE"] = "disabled"
@@ -34,3 +35,23 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> dict
             "started_local": started_local, "already_connected": False,
             "num_cpus": ray.cluster_resources().get("CPU"), "namespace": ray.get_runtime_context().namespace}
     return info
+
+
+def _check_shared_store(address: str) -> None:
+    """Cluster mode starts: every node must share the store, the instance and the project (cluster_check.py).
+    Not inside a Ray job (its submitter checked), nor through Ray Client (ray://: this process's files are on
+    another machine than the cluster's), nor with AWM_CLUSTER_CHECK=off."""
+    from awm_resources.settings import load_settings
+
+    if (os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR") or address.startswith("ray://")
+            or not load_settings().cluster.shared_check):
+        return
+    import ray
+
+    from awm_resources.cluster_check import check_shared_store
+
+    try:
+        check_shared_store()
+    except Exception:
+        ray.shutdown()  # not half-connected: the next init_ray checks again
+        raise

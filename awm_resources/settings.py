@@ -196,6 +196,12 @@ class ClusterSettings(Section):
     ray_step_env: tuple[str, ...] = setting((), "Comma-separated names of extra variables forwarded to the steps "
                                             "and the training job (besides those of 'Variables forwarded to Ray').",
                                             load_time=True)
+    shared_check: bool = setting(True, "off: skip the check, when a process connects to the cluster at "
+                                 "RAY_ADDRESS, that every alive node has the artifact store, the Dagster instance "
+                                 "and the project with its venv at this process's paths (awm_resources/"
+                                 "cluster_check.py).", env="AWM_CLUSTER_CHECK")
+
+    _shared_check_switch = field_validator("shared_check", mode="before")(_switch)
 
     @field_validator("executor", mode="before")
     @classmethod
