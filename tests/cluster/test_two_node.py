@@ -1,5 +1,6 @@
-"""Cluster mode on a two-node Ray cluster started on this machine: a head node and a worker node, each with
-its own resources ({head_node: 1} / {worker_node: 1}). The demo batch's scenario generation and one scenario's
+"""Cluster mode on the two-node Ray cluster of tests/cluster/conftest.py (started on this machine, shared by
+every test here): a head node and a worker node, each with its own resources ({head_node: 1} / {worker_node: 1}).
+The demo batch's scenario generation and one scenario's
 stages (issue_tracker: both of its self-corrections included; each step job costs a Python start on the 2 shared
 cores, so one scenario proves the path at a third of the time) run as Ray jobs through dagster-ray's executor
 (AWM_EXECUTOR=ray), every node reading and writing the same artifact store and
@@ -10,11 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 import dagster as dg
@@ -27,76 +25,6 @@ pytestmark = pytest.mark.slow
 
 DEMO_SCENARIOS = ["issue_tracker", "music_playlists", "restaurant_reservations"]
 ON_CLUSTER = ["issue_tracker"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_job_server(address: str, timeout_s: float = 180) -> None:
-    """The job server and the nodes' dashboard agents come up after the nodes: one trivial job must succeed
-    ("No available agent to submit job" until then)."""
-    from ray.job_submission import JobStatus, JobSubmissionClient
-
-    deadline = time.monotonic() + timeout_s
-    last: Exception | str | None = None
-    while time.monotonic() < deadline:
-        try:
-            client = JobSubmissionClient(address)
-            job = client.submit_job(entrypoint="true")
-            while time.monotonic() < deadline:
-                status = client.get_job_status(job)
-                if status == JobStatus.SUCCEEDED:
-                    return
-                if status in (JobStatus.FAILED, JobStatus.STOPPED):
-                    last = f"probe job {status}: {client.get_job_logs(job)[-500:]}"
-                    break
-                time.sleep(0.5)
-        except Exception as exc:  # noqa: BLE001 - not up yet
-            last = exc
-        time.sleep(1)
-    pytest.fail(f"the Ray job server at {address} did not take a job: {last}")
-
-
-@pytest.fixture(scope="module")
-def two_node_cluster():
-    """ray.cluster_utils.Cluster: both nodes are child processes of this test, stopped by shutdown() (never
-    `ray stop`, which would end every Ray on the machine). Its own temp folder, and the address file written
-    there, so a plain `ray.init()` elsewhere on this machine does not join this cluster."""
-    import ray._private.utils as ray_utils
-    from ray.cluster_utils import Cluster
-
-    temp_dir = tempfile.mkdtemp(prefix="awm-ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
-    write_address = ray_utils.write_ray_address
-    ray_utils.write_ray_address = lambda address, _temp_dir=None: write_address(address, temp_dir)
-    dashboard_port = _free_port()
-    try:
-        cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 2, "resources": {"head_node": 1}, "temp_dir": temp_dir, "include_dashboard": True,
-            "dashboard_host": "127.0.0.1", "dashboard_port": dashboard_port, "object_store_memory": 150 * 2**20,
-            # Two nodes on one machine: each dashboard agent on its own port (the default one is shared, and
-            # the job server needs the head's agent to take jobs).
-            "dashboard_agent_listen_port": _free_port(), "metrics_export_port": _free_port()})
-        cluster.add_node(num_cpus=2, resources={"worker_node": 1}, temp_dir=temp_dir,
-                         object_store_memory=150 * 2**20, dashboard_agent_listen_port=_free_port(),
-                         metrics_export_port=_free_port())
-        cluster.wait_for_nodes()
-    finally:
-        ray_utils.write_ray_address = write_address
-    jobs_address = f"http://127.0.0.1:{dashboard_port}"
-    try:
-        _wait_for_job_server(jobs_address)
-    except BaseException:
-        cluster.shutdown()
-        shutil.rmtree(temp_dir, ignore_errors=True)
-        raise
-    try:
-        yield {"address": cluster.address, "jobs_address": jobs_address}
-    finally:
-        cluster.shutdown()
-        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
