@@ -52,3 +52,83 @@ def test_the_targeted_prompts_carry_the_evidence_and_task_styles():
     assert "practise" not in plain and "- find the oldest open order, then cancel it" in styled
     assert styled.startswith("Scenario: Shop\nA shop.\n\nThis scenario exists to practise these kinds of task")
     assert styled.endswith(plain.split("A shop.\n", 1)[1])  # otherwise the prompt every scenario gets
+
+
+def test_the_newest_weaknesses_become_the_next_targeted_batch(tmp_path, monkeypatch):
+    """Written into the seed folder the sensor watches, named after the store's earlier targeted batches; a
+    report with nothing failed writes nothing and says why."""
+    from awm_assets.defs.evolve.targeted_batch_asset import TargetedBatchConfig, write_targeted_batch
+    from awm_resources.documents import WeaknessGroup, WeaknessReport
+    from awm_resources.store import ArtifactStore, atomic_write_json
+    from awm_rl.weaknesses import write_report
+
+    monkeypatch.setenv("AWM_SEED_DIR", str(tmp_path / "seeds"))
+    store = ArtifactStore(tmp_path / "home")
+    store.write_json("issue_tracker", "scenario.json", {"name": "Issue Tracker", "description": "issues"})
+    atomic_write_json(store.root / "batches" / "evolve_1.json", {"batch": "evolve_1"})
+    group = WeaknessGroup(**WEAK[0])
+    category = WeaknessGroup(dimension="category", key="developer_tools", episodes=4, failed=3, fail_rate=0.75,
+                             examples=WEAK[0]["examples"])
+    write_report(store, WeaknessReport(evaluation=str(tmp_path / "e" / "20260101-000000-a"), policy="p", episodes=4,
+                                       failed=3, groups=[group, category], weaknesses=[group]))
+    out = write_targeted_batch(store, TargetedBatchConfig(max_new_scenarios=2))
+    assert out["seed_batch"] == str(tmp_path / "seeds" / "evolve_2.jsonl") and out["weaknesses"] == ["task_kind=chain"]
+    batch = read_seed_batch(out["seed_batch"])
+    assert [s["name"] for s in batch.seeds] == ["Issue Tracker"] and batch.focus["max_new_scenarios"] == 2
+    assert batch.focus["weaknesses"][0]["examples"][0]["task"] == "Close #14 as a duplicate of #9."
+
+    write_report(store, WeaknessReport(evaluation=str(tmp_path / "e" / "20260102-000000-b"), policy="p", episodes=4,
+                                       failed=0, groups=[], weaknesses=[]))
+    assert write_targeted_batch(store, TargetedBatchConfig())["reason"] == "p failed none of 4 episodes: nothing to aim at"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # allows for a 2-core machine loaded 20-fold (and the demo fixture when it runs first)
+def test_an_offline_evolve_round_on_the_demo(demo_synthesis, ray_address, tmp_path, monkeypatch):
+    """`awm evolve` on a copy of the demo store, offline: the untrained tiny policy fails the demo tasks, the
+    weaknesses become batch evolve_1, whose recorded answers (seeds/recordings/_batch_evolve_1 and the accepted
+    scenario's folder) give one new scenario that passes the gate and enters the catalog; the lineage is in the
+    Dagster instance."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import dagster as dg
+
+    from awm_resources.store import ArtifactStore
+    from tests.conftest import PROJECT_ROOT
+
+    home, seeds = tmp_path / "home", tmp_path / "seeds"
+    shutil.copytree(demo_synthesis["pristine"], home)
+    env = {**os.environ, "AWM_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dh"), "AWM_SEED_DIR": str(seeds),
+           "AWM_LLM_MODEL": "replay", "AWM_REPLAY_DIR": str(PROJECT_ROOT / "seeds" / "recordings"),
+           "RAY_ADDRESS": ray_address}  # the session's Ray: the evaluation's pool starts no cluster of its own
+    (tmp_path / "dh").mkdir()
+    out = subprocess.run([sys.executable, "-m", "awm_assets.cli", "evolve", "--policy", "tiny", "--tasks-per-env", "1",
+                          "--json"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    (round_,) = json.loads(out.stdout)["rounds"]
+    assert {"dimension": "failure_mode", "key": "format_rule", "failed": 3, "episodes": 3, "fail_rate": 1.0} \
+        in round_["weaknesses"]
+    assert round_["evaluation"]["policy"] == "tiny" and round_["evaluation"]["failed"] == 3
+    assert round_["seed_batch"] == str(seeds / "evolve_1.jsonl")
+    assert round_["new_scenarios"] == ["clinic_appointment_portal"]
+    assert (round_["catalog_before"], round_["catalog_after"]) == (3, 4)
+
+    store = ArtifactStore(home)
+    scenario = store.scenario("clinic_appointment_portal")
+    assert scenario.seed_batch == "evolve_1" and scenario.task_styles and "failure_mode=format_rule" in scenario.targets
+    tasks_prompt = store.list_attempts("clinic_appointment_portal", "tasks")[0]["prompts"]["_"][1]["content"]
+    assert all(style in tasks_prompt for style in scenario.task_styles)
+    batch = json.loads((home / "batches" / "evolve_1.json").read_text())
+    assert batch["counts"]["accepted"] == 1 and batch["counts"]["capped"] >= 1  # the batch's cap of one
+    assert list((home / "weaknesses").glob("*.png"))
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))  # the persistent instance `awm evolve` recorded into
+    with dg.DagsterInstance.get() as instance:
+        for key in ("evaluation", "weaknesses", "targeted_seed_batch"):
+            assert instance.get_latest_materialization_event(dg.AssetKey(key)) is not None, key
+        generation = instance.get_latest_materialization_event(dg.AssetKey("scenario_generation"))
+        assert generation is not None and generation.asset_materialization.partition == "evolve_1"
