@@ -121,9 +121,11 @@ lint: $(BIN)/awm
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Lint first: it takes seconds, the suite takes many minutes.
+# Lint first: it takes seconds, the suite takes many minutes. Two pytest-xdist workers (TEST_WORKERS=0: serial), one
+# test file per work unit; tests/conftest.py says how tests are grouped and ordered.
+TEST_WORKERS ?= 2
 test: install lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadscope
 
 clean:
 	rm -rf $(VENV) .dagster_home .awm_home *.egg-info .tools .mypy_cache .ruff_cache

@@ -20,10 +20,54 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 # Ray's single-node mode: the local cluster binds to loopback, so test traffic never leaves `lo`.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Ray runs its workers at nice 15 by default: beside a second pytest worker (make test runs two) the actors and
+# the sandboxed environment workers under them would get the CPU last and meet their call timeouts.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 # Tests that wait on daemon-launched runs: sensors look every 4 s (30 s by default) and queued runs start
 # within a second (Dagster's default checks every 5 s); a serial suite otherwise sits idle between ticks.
 TEST_SENSOR_INTERVAL_S = "4"
+
+
+# Parallel runs: `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadscope`, the Makefile). A
+# work unit is one test file (its module fixtures are built once), except the files under PROCESS_TREES: they start a
+# Dagster daemon, `dagster dev`, a multi-node Ray cluster or a whole `awm synth`, process trees whose timing must not
+# depend on another one growing beside them, so they form one unit and run one after another. Units holding a test
+# marked `slow` are handed out first, so no long unit starts last. (Paths, not xdist_group markers: xdist 3.8 cannot
+# rename a test under pytest 9, so its loadgroup ignores the marker.) Every worker has its own AWM_HOME, DAGSTER_HOME,
+# temp folders, Ray cluster and session fixtures: a test needing anything fixed (a port, a path outside tmp_path)
+# must take it per worker.
+PROCESS_TREES = ("tests/cluster/", "tests/faults/test_daemon_kill.py", "tests/llm_conformance/test_synth_e2e.py",
+                 "tests/test_e2e_dagster_dev.py")
+
+
+def work_unit(nodeid: str) -> str:
+    """The xdist work unit of a test: its file, or "process_trees" for the files under PROCESS_TREES."""
+    path = nodeid.split("::", 1)[0]
+    return "process_trees" if path.startswith(PROCESS_TREES) else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadscope with work_unit as the scope, in the order pytest_collection_modifyitems chose."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return WorkUnitScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """In an xdist worker: the process_trees unit first, then the units holding a slow test, then the rest."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    slow = {work_unit(item.nodeid) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (work_unit(item.nodeid) != "process_trees", work_unit(item.nodeid) not in slow))
 
 
 def daemon_dagster_home(dagster_home: Path) -> Path:
@@ -39,14 +83,16 @@ def daemon_dagster_home(dagster_home: Path) -> Path:
 def _isolated_home(tmp_path_factory):
     """Never let a test write into the project's own .awm_home or .dagster_home."""
     home = tmp_path_factory.mktemp("awm_home")
-    old = os.environ.get("AWM_HOME")
+    # `make test` exports both as the project's own folders; each pytest process (an xdist worker too) gets its own.
+    old = {name: os.environ.get(name) for name in ("AWM_HOME", "DAGSTER_HOME")}
     os.environ["AWM_HOME"] = str(home)
-    os.environ.setdefault("DAGSTER_HOME", str(tmp_path_factory.mktemp("dagster_home")))
+    os.environ["DAGSTER_HOME"] = str(tmp_path_factory.mktemp("dagster_home"))
     yield home
-    if old is None:
-        os.environ.pop("AWM_HOME", None)
-    else:
-        os.environ["AWM_HOME"] = old
+    for name, value in old.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
