@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import dagster as dg
+import pytest
 
 from tests.conftest import PROJECT_ROOT
 
@@ -90,6 +91,7 @@ def test_catalog_refreshes_declaratively_over_partially_synthesized_scenarios():
         assert again.total_requested == 0  # handled: requested once per update, not on every tick
 
 
+@pytest.mark.slow
 def test_executor_selected_by_configuration():
     """Local by default (synthesize_scenario in process, as before); AWM_EXECUTOR=ray puts every job's steps
     on dagster-ray's executor with the store and instance locations forwarded to the steps."""

@@ -36,6 +36,7 @@ def replayed(tmp_path_factory):
     instance.dispose()
 
 
+@pytest.mark.slow
 def test_generation_keeps_the_eight_recorded_scenarios(replayed):
     meta = replayed["gen"].asset_materializations_for_node("scenario_generation")[0].metadata
     assert meta["generated"].value == 8 and meta["accepted"].value == 8

@@ -46,6 +46,7 @@ def demo(demo_synthesis):
     return demo_synthesis
 
 
+@pytest.mark.slow
 def test_scenario_generation_classifies_dedups_and_registers(demo):
     meta = demo["gen"].asset_materializations_for_node("scenario_generation")[0].metadata
     assert meta["generated"].value == 6 and meta["accepted"].value == 3

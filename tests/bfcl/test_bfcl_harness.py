@@ -97,6 +97,7 @@ def test_long_context_tool_answers_reach_the_policy_whole(tmp_path):
     assert longest > 30_000 and not any("more characters truncated" in m["content"] for m in doc["episode"]["messages"])
 
 
+@pytest.mark.slow
 def test_every_single_turn_category_and_bfcls_overall_through_its_own_checker(tmp_path):
     """Three cases of each single-turn category and of one multi-turn category, ground truth replayed
     through the loop, scored by BFCL's AST/relevance checkers in its own environment (one call), and

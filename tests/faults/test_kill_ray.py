@@ -13,6 +13,7 @@ import threading
 import time
 
 import psutil
+import pytest
 
 from .conftest import descendants
 
@@ -107,6 +108,7 @@ except Exception as exc:
 '''
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_raylet_mid_episode(tmp_path):
     from tests.runtime.conftest import BAD_ENV, make_scenario
 

@@ -306,6 +306,7 @@ def corpus_quality(tmp_path_factory):
     return {name: scenario_quality(store, name) for name in GENERATED_SCENARIOS}
 
 
+@pytest.mark.slow
 def test_corpus_quality(corpus_quality):
     for name, result in corpus_quality.items():
         assert "error" not in result, (name, result.get("error"))

@@ -86,6 +86,7 @@ def _original_solution_run(code: str, initial: Path, solution: dict) -> list[dic
     return check.solutions["0"]["calls"]
 
 
+@pytest.mark.slow
 def test_repair_of_corpus_date_handling_through_the_dagster_job(corpus_store, monkeypatch):
     from awm_assets import inprocess
     from awm_assets.defs import repair

@@ -118,6 +118,7 @@ def test_score_requires_a_verdict_for_normal_endings():
     assert score_episode(episode, verdict).step_rewards == [1.0]
 
 
+@pytest.mark.slow
 def test_evaluate_reference_policy_over_the_demo_catalog(demo_store, tmp_path):
     from awm_rl.evaluation import evaluate
     from awm_rl.runtime.pool import EnvironmentPool

@@ -36,6 +36,7 @@ def reference():
     return ScriptedPolicy.from_solutions(files)
 
 
+@pytest.mark.slow
 def test_reference_solutions_of_the_demo_batch_are_completed(demo_store, demo_pool, reference, tmp_path):
     records = [r for s in demo_store.list_scenarios() for r in load_tasks(demo_store, s)]
     assert {(r.scenario, r.task_idx) for r in records} == set(reference.scripts), "one reference solution per demo task"

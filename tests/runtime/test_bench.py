@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import make_scenario
 from .test_bench_skips import UNCALLABLE_ENV
 
@@ -18,6 +20,7 @@ KEYS = ["instances", "cold_start_ms", "create_ms_p50", "reset_ms_p50", "call_ms_
         "throughput_calls_per_s", "rss_mb_total", "db_mb_total", "mb_per_instance"]
 
 
+@pytest.mark.slow
 def test_bench_serve_quick(corpus_store, tmp_path):
     """Two corpus scenarios and one it cannot exercise (listed as skipped, left out of every measurement)."""
     home = tmp_path / "home"

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from .conftest import BROKEN_ENV, make_scenario
 from .test_bench_skips import _bench
 
@@ -59,6 +61,7 @@ FAILING = {"dies": ("exit", 30), "hangs": ("hang", 0), "garbage": ("garbage", 0)
            "dies_in_pool": ("exit_in_pool", 3)}
 
 
+@pytest.mark.slow
 def test_failures_are_reported_and_left_out(corpus_store, tmp_path):
     shutil.copytree(corpus_store.scenario_dir("rover"), tmp_path / "scenarios" / "rover")
     for key, (mode, after) in FAILING.items():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import make_scenario
 
 # The only read tool needs a search term and its schema offers no example or default, so the
@@ -36,6 +38,7 @@ def _bench(store_root, *scenarios: str, extra: list[str] = ()) -> subprocess.Com
     )
 
 
+@pytest.mark.slow
 def test_nothing_to_exercise_is_a_clear_error(tmp_path):
     """Only a scenario it cannot exercise: exit 2 naming it and why, no traceback. (A skipped scenario beside
     measured ones is in test_bench.py's run.)"""

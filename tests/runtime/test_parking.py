@@ -86,6 +86,7 @@ def test_read_only_instances_are_parked_without_an_image(small_pool):
             pool.release(h)
 
 
+@pytest.mark.slow
 def test_pool_keeps_a_scenario_on_one_host_until_its_share(corpus_pool):
     """acquire_many places a scenario's instances with its worker (one process), not on every host."""
     pool = corpus_pool
