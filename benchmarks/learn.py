@@ -48,22 +48,27 @@ TOKENIZER: dict[str, Any] = {"vocab_size": 2048, "merge_across_words": True}
 # temperature 1, would replay a task's reference solution token for token about 1 time in 10. That leaves
 # room: rollouts pass some of the time, groups differ in reward, and most of the way up is GRPO's.
 WARM_START = {"max_steps": 200, "learning_rate": 1.0e-2, "reference_prob": 0.1}
-# The GRPO run (a TrainConfig; model.path and the paths are filled in per seed). 3 tasks x G=8 rollouts per step,
-# one policy update per task; beta 0 (no reference model: a third less compute). learning_rate 5e-4: at 5e-3
-# the first step wrecked the warm-started policy (a fresh AdamW moves every weight by about the learning rate on
-# its first updates): within the step 22% of tokens hit the low clip and the policy ratio fell to 5e-10, and
-# from step 2 on every rollout ran to the generation limit on its first turn (its end-of-turn token lost).
+# The GRPO run (a TrainConfig; model.path and the paths are filled in per seed). 3 tasks x G=8 rollouts per step and
+# ONE policy update per step (mini_batch_tasks = tasks_per_step): on-policy, and every group whole in its update. With
+# one update per task (mini_batch_tasks 1) TRL shuffles the step's rows before splitting them
+# (GRPOTrainer._prepare_inputs): an update held a random third of the turns, so the turns a group's rollouts share
+# (their advantages sum to 0 only over the whole group) did not cancel within it. beta 0 (no reference model).
+# learning_rate 5e-4 does NOT show learning either (docs/training.md, "Does it learn?"): one update at 2e-3 already
+# broke every rollout's first turn; offline, one AdamW update of 1e-4 on a group lowers the reference turn.
 TRAIN_CONFIG: dict[str, Any] = {
     "name": "learn-bench",
     "environments": {"scenarios": DEMO_SCENARIOS, "max_tasks_per_scenario": 1, "verifier_audit": "catalog",
                      "env_hosts": 1},
-    "grpo": {"steps": 10, "group_size": 8, "tasks_per_step": 3, "mini_batch_tasks": 1, "micro_batch_samples": 8,
+    "grpo": {"steps": 10, "group_size": 8, "tasks_per_step": 3, "mini_batch_tasks": 3, "micro_batch_samples": 8,
              "learning_rate": 5.0e-4, "beta": 0.0, "save_every": 1000, "save_total_limit": 1},
     "rollout": {"max_turns": 5, "history": "window", "window": 3, "max_response_tokens": 192,
                 "max_context_tokens": 8192, "temperature": 1.0, "concurrency": 32, "tool_listing": "compact"},
     "judge": {"mode": "code"},
     "warm_start": {"enabled": False},
     "generation": {"backend": "transformers"},
+    # One torch thread: the tiny model's ops are too small to gain from a second one, which the environment hosts
+    # use instead; on a loaded machine two threads wait on each other at every parallel op.
+    "ray": {"torch_threads": 1},
     "log_samples": False,
     "tensorboard": False,
 }
@@ -122,6 +127,7 @@ def warm_start(store_root: Path, out_dir: Path, seed: int, max_steps: int, refer
     from awm_rl.training.warm_start import replay_samples, supervised_steps
 
     started = time.time()
+    torch.set_num_threads(TRAIN_CONFIG["ray"]["torch_threads"])
     tasks = bench_tasks(store_root)
     policy = ScriptedPolicy.from_solutions(sorted(SOLUTIONS.glob("*.json")), name="reference")
     rollout = TRAIN_CONFIG["rollout"]
@@ -219,6 +225,7 @@ def run_seed(store_root: Path, out_dir: Path, seed: int, steps: int, warm_steps:
     result.update({"seed": seed, "reward_mean": [r["reward_mean"] for r in records],
                    "format_error_ratio": [r["format_error_ratio"] for r in records],
                    "groups_without_variance": [r["frac_reward_zero_std"] for r in records],
+                   "updates_skipped": [r.get("updates_skipped", 0) for r in records],
                    "warm_start": warm, "weights": summary["weights"], "time_split": summary["time_split"],
                    "run_dir": summary["output_dir"], "wall_s": round(time.time() - started, 1)})
     return result
@@ -285,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps < 2:
         p.error("--steps must be at least 2")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    started = time.time()
+    started, load_start = time.time(), os.getloadavg()
     out = (args.output or Path(tempfile.mkdtemp(prefix="awm-bench-learn-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     try:  # progress and whatever Ray's workers print go to stderr: stdout carries only the report
@@ -306,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
               "curve_png": str(plot_png(curves, out / "pass_rate.png")), "curve_ascii": str(out / "pass_rate.txt"),
               "reward": "format error -1, completed 1.0, partially completed 0.1, otherwise 0 (code-mode judge: "
                         "the task's verifier on the initial and final databases)",
-              "wall_s": round(time.time() - started, 1), "cpu_s": _cpu_s()}
+              "wall_s": round(time.time() - started, 1), "cpu_s": _cpu_s(),
+              "load_avg": {"start": [round(v, 1) for v in load_start], "end": [round(v, 1) for v in os.getloadavg()]}}
     atomic_write_json(out / "learn.json", report)
     if args.json:
         print(json.dumps(report, indent=2))

@@ -2,7 +2,8 @@
 
 Two GRPO steps on one demo task from the untrained tiny model: the JSON has the promised shape, and
 since every rollout breaks the format on its first turn (reward -1 for all), no group has reward
-variance and the weights must not move (beta 0: zero advantages carry no gradient). The warm start's
+variance and the weights must not move (beta 0: zero advantages carry no gradient, and the trainer does not
+step the optimiser on such an update). The warm start's
 stop rule is checked on its own: it stops before the update of the step where it holds.
 """
 
@@ -38,6 +39,7 @@ def test_two_steps_json_shape_and_no_signal_no_update(small_bench, demo_synthesi
     assert run["warm_start"]["steps"] == 0 and run["warm_start"]["tasks"] == ["music_playlists/0"]
     assert run["reward_mean"] == [-1.0, -1.0] and run["groups_without_variance"] == [1.0, 1.0]
     assert run["weights"]["param_delta_max"] == 0.0 and run["weights"]["compared_tensors"] > 0
+    assert run["updates_skipped"] == [1, 1]  # no advantage anywhere: the optimiser was not stepped
     assert report["config"]["train"]["grpo"]["steps"] == 2
     assert open(report["curve_png"], "rb").read(4) == b"\x89PNG"
     assert "pass rate per GRPO step" in open(report["curve_ascii"], encoding="utf-8").read()
