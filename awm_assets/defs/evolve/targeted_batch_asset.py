@@ -57,8 +57,8 @@ def write_targeted_batch(store: ArtifactStore, config: TargetedBatchConfig) -> d
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(lines) + "\n")
     return {"seed_batch": str(out), "batch": name, "weaknesses_report": str(path),
-            "weaknesses": [f"{w.dimension}={w.key}" for w in chosen], "seeds": [s["name"] for s in json.loads(
-                "[" + ",".join(lines[1:]) + "]")]}
+            "weaknesses": [f"{w.dimension}={w.key}" for w in chosen],
+            "seeds": [json.loads(line)["name"] for line in lines[1:]]}
 
 
 @dg.asset(
