@@ -134,8 +134,11 @@ def catalog(as_json: bool = typer.Option(False, "--json"),
             ready: bool = typer.Option(False, "--ready", help="only ready environments"),
             refresh: bool = typer.Option(False, "--refresh", help="first run the quality gate and rebuild catalog.json "
                                                                   "(the refresh_catalog job; what training reads), "
-                                                                  "unless nothing changed since the last refresh")) -> None:
-    """Scenarios with statistics and readiness."""
+                                                                  "unless nothing changed since the last refresh"),
+            versions: bool = typer.Option(False, "--versions", help="the kept catalog versions instead (what `awm train "
+                                                                    "--catalog-version` takes): digest, when, size, "
+                                                                    "what changed vs the current catalog")) -> None:
+    """Scenarios with statistics and readiness (or, with --versions, the kept catalog versions)."""
     from awm_assets.synthesis.catalog import build_catalog, catalog_up_to_date, written_catalog
     from awm_resources.store import ArtifactStore
 
@@ -150,12 +153,39 @@ def catalog(as_json: bool = typer.Option(False, "--json"),
         if not result.success:
             _fail("catalog", f"the refresh_catalog run {result.run_id} failed; see it in the Dagster UI", 1)
         store = bound_store()
+    if versions:
+        _catalog_versions(store, as_json)
+        return
     entries = written_catalog(store) if refresh else build_catalog(store)
     if ready:
         entries = [e for e in entries if e["ready"]]
     text = "\n".join(f"{e['name']:40s} {'ready' if e['ready'] else 'not ready':9s} tasks={e['tasks']} tables={e['tables']} "
                      f"tools={e['tools']} verifiers={e['verifiers']} source={e['source']}" for e in entries)
     _emit(entries, as_json, text or "the store is empty")
+
+
+def _catalog_versions(store, as_json: bool) -> None:
+    from awm_resources.documents import DocumentError
+    from awm_resources.provenance import describe_catalog_versions, versions_dir
+
+    try:
+        kept = describe_catalog_versions(store)
+    except DocumentError as exc:  # catalog.json itself unreadable: nothing to compare with
+        _fail("catalog", str(exc))
+    lines = []
+    for v in kept:
+        if "problem" in v:
+            lines.append(f"{v['digest']}  unreadable: {v['problem']}")
+            continue
+        changed = v["changed_vs_current"]
+        diff = ("current" if v["current"] else "no catalog.json to compare with" if changed is None else
+                "changed vs current: " + (", ".join(
+                    f"{c['environment']} ({c['version'] or 'absent'} -> {c['current'] or 'absent'})" for c in changed)
+                    or "none (same environments, other left-out tasks)"))
+        lines.append(f"{v['digest']}  {v['kept_at']}  {v['environments']} environments, {v['trainable_tasks']} tasks"
+                     f"  {diff}")
+    _emit(kept, as_json, "\n".join(lines) or f"no kept catalog versions under {versions_dir(store)}; "
+          "run `awm catalog --refresh` or materialize environment_catalog")
 
 
 @app.command()

@@ -93,6 +93,36 @@ def catalog_version_path(store: ArtifactStore, digest: str) -> Path:
                               f"{shown or 'none; materialize environment_catalog or run `awm catalog --refresh`'})")
 
 
+def describe_catalog_versions(store: ArtifactStore) -> list[dict[str, Any]]:
+    """The kept catalog versions, newest first (`awm catalog --versions`): digest, when it was kept, how many
+    environments and tasks left to train on, whether it is the current catalog's, and each environment whose version differs from
+    the current catalog's (`changed_vs_current`: `version` here, `current` there; None where one of the two has
+    no such environment; the whole list None before any catalog.json). A kept file that cannot be read is listed with its `problem`, never skipped."""
+    current = store.catalog()
+    now = recorded_versions(current.ready()) if current is not None else None
+    out: list[dict[str, Any]] = []
+    for digest in list_catalog_versions(store):
+        path = versions_dir(store) / f"{digest}.json"
+        row: dict[str, Any] = {"digest": digest, "file": str(path)}
+        try:
+            doc = read(Catalog, path)
+        except (DocumentError, OSError) as exc:
+            out.append({**row, "problem": str(exc)})
+            continue
+        kept = (doc.model_extra or {}).get("written_at")
+        when = kept if isinstance(kept, (int, float)) else path.stat().st_mtime
+        versions = recorded_versions(doc.ready())
+        changed = None if now is None else [
+            {"environment": name, "version": versions.get(name), "current": now.get(name)}
+            for name in sorted(set(versions) | set(now))
+            if (name in versions) != (name in now) or versions.get(name) != now.get(name)]
+        out.append({**row, "kept_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when)),
+                    "environments": len(versions),
+                    "trainable_tasks": sum(e.tasks - len(e.excluded_tasks) for e in doc.ready()),
+                    "current": current is not None and current.digest == digest, "changed_vs_current": changed})
+    return out
+
+
 @dataclass(frozen=True)
 class EnvironmentChange:
     """An environment whose files differ from the version recorded (current None: no longer in the store)."""

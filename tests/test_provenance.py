@@ -13,6 +13,7 @@ from awm_resources.provenance import (
     catalog_digest,
     catalog_version_path,
     changed_environments,
+    describe_catalog_versions,
     environment_digest,
     list_catalog_versions,
     run_provenance,
@@ -78,6 +79,47 @@ def test_catalog_versions_are_kept_once_and_found_by_prefix(store):
         catalog_version_path(store, digest[:3])  # too short to name one
     doc = json.loads(path.read_text())
     assert doc["digest"] == digest and [e["name"] for e in doc["environments"]] == ["alpha", "beta"]
+
+
+def test_kept_versions_are_listed_with_what_changed_vs_the_current_catalog(store, monkeypatch):
+    """`awm catalog --versions`: newest first, the current one marked, an older one with each environment whose
+    version differs from the current catalog's (repaired, added), an unreadable file named with its problem."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from awm_assets.cli import app
+
+    old_entries = _entries(store, ["alpha", "beta"], {"beta": [0]})
+    old, old_path = save_catalog_version(store, old_entries)
+    os.utime(old_path, (1_000_000, 1_000_000))  # older than the next one, whatever the clock's resolution
+    store.write_text("alpha", "server.py", "app = 'repaired'\n")
+    entries = _entries(store, ["alpha", "beta", "gamma"])
+    new, _ = save_catalog_version(store, entries)
+    store.catalog_path.write_text(json.dumps({"digest": new, "environments": entries}))
+    broken = store.root / "catalog_versions" / "0badf11e0badf11e.json"
+    broken.write_text('{"environments": "all"}')
+    os.utime(broken, (1, 1))
+    first, second, third = describe_catalog_versions(store)
+    assert (first["digest"], first["current"], first["changed_vs_current"]) == (new, True, [])
+    assert first["environments"] == 3 and first["trainable_tasks"] == 3 and first["kept_at"].endswith("Z")
+    assert second["digest"] == old and not second["current"] and second["trainable_tasks"] == 1
+    assert second["changed_vs_current"] == [
+        {"environment": "alpha", "version": old_entries[0]["digest"], "current": entries[0]["digest"]},
+        {"environment": "gamma", "version": None, "current": entries[2]["digest"]}]
+    assert third["digest"] == "0badf11e0badf11e" and "environments" in third["problem"]
+
+    monkeypatch.setenv("AWM_HOME", str(store.root))
+    out = CliRunner().invoke(app, ["catalog", "--versions"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0].startswith(f"{new}  ") and lines[0].endswith("3 environments, 3 tasks  current")
+    assert f"alpha ({old_entries[0]['digest']} -> {entries[0]['digest']}), gamma (absent -> " in lines[1]
+    assert lines[2].startswith("0badf11e0badf11e  unreadable:")
+    as_json = CliRunner().invoke(app, ["catalog", "--versions", "--json"])
+    assert [v["digest"] for v in json.loads(as_json.output)] == [new, old, "0badf11e0badf11e"]
+    store.catalog_path.unlink()  # before any catalog.json: nothing to compare with
+    assert describe_catalog_versions(store)[0]["changed_vs_current"] is None
 
 
 def test_a_pinned_version_is_refused_with_every_change(store):
