@@ -25,7 +25,7 @@ def test_shipped_configs_load():
     from awm_rl.training.config import load_config
 
     tiny = load_config(PROJECT_ROOT / "configs" / "tiny-cpu.yaml")
-    assert tiny.model.tiny and tiny.grpo.group_size == 2 and tiny.grpo.steps == 2
+    assert tiny.model.tiny and tiny.grpo.group_size == 4 and tiny.grpo.steps == 2
     assert len(tiny.environments.scenarios) == 2
     paper = load_config(PROJECT_ROOT / "configs" / "paper.yaml")
     assert paper.grpo.tasks_per_step == 64 and paper.generation.backend == "vllm"

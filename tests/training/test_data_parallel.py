@@ -25,7 +25,7 @@ def test_two_trainer_workers_on_gloo(training_store, tmp_path, monkeypatch):
     out = tmp_path / "run"
     config = load_config(PROJECT_ROOT / "configs" / "tiny-cpu.yaml", {
         "environments": {"store_root": str(training_store.root)}, "output_dir": str(out),
-        "grpo": {"steps": 2, "tasks_per_step": 4, "mini_batch_tasks": 2},
+        "grpo": {"steps": 2, "group_size": 2, "tasks_per_step": 4, "mini_batch_tasks": 2},
         "warm_start": {"enabled": False}, "log_samples": False, "tensorboard": False,
         "ray": {"trainer_workers": 2, "trainer_num_cpus": 0, "torch_threads": 1}})
     events: list[dict] = []
