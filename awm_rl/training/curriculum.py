@@ -41,6 +41,44 @@ def label(key: TaskKey) -> str:
     return f"{key[0]}/{key[1]}"
 
 
+# Where a chosen task stood when it was drawn, read from the reason `Curriculum.choose` logs for it.
+BANDS = ("in band", "untried", "outside band")
+
+
+def band_of(why: str) -> str:
+    """'in band', 'untried' or 'outside band', from a logged reason such as 'outside band (pass rate 1.00 of 10)'."""
+    head = why.split(" (")[0]
+    if head not in BANDS:
+        raise ValueError(f"curriculum reason {why!r} names no band (known: {', '.join(BANDS)})")
+    return head
+
+
+def band_counts(choices: list[dict[str, Any]]) -> dict[str, int]:
+    """Chosen tasks per band (every band listed), from `chosen` or `refill_groups` of a step's log."""
+    out = dict.fromkeys(BANDS, 0)
+    for choice in choices:
+        out[band_of(choice["why"])] += 1
+    return out
+
+
+def step_row(log: dict[str, Any]) -> dict[str, Any]:
+    """A step's curriculum log as one flat row (the grpo_training asset's table): tasks drawn per band, groups
+    dropped for equal rewards, refills, retirements."""
+    chosen = band_counts(log["chosen"])
+    return {"step": log["step"], "chosen": len(log["chosen"]), "chosen_in_band": chosen["in band"],
+            "chosen_untried": chosen["untried"], "chosen_outside_band": chosen["outside band"],
+            "dropped_groups": len(log["dropped_groups"]), "refill_rounds": log["refill_rounds"],
+            "refill_groups": len(log["refill_groups"]), "refills_kept": log["refills_kept"], "groups_without_variance": log["groups_without_variance"],
+            "retired": ", ".join(log["retired"]), "retired_total": log["retired_total"],
+            "active_tasks": log["active_tasks"], "in_band_tasks": log["in_band_tasks"],
+            "tasks": ", ".join(c["task"] for c in log["chosen"]), "dropped": ", ".join(log["dropped_groups"])}
+
+
+# step_row's numbers summed over a run (summary.json's `curriculum.totals`).
+TOTALS = ("chosen", "chosen_in_band", "chosen_untried", "chosen_outside_band", "dropped_groups", "refill_rounds",
+          "refill_groups", "refills_kept", "groups_without_variance")
+
+
 def task_row(record: TaskRecord) -> dict[str, Any]:
     """A dataset row for a task, as `tasks.dataset_rows` writes it (what the trainer receives from TRL)."""
     return {"prompt": [{"role": "user", "content": record.task}], "scenario": record.scenario,
@@ -229,7 +267,10 @@ class Curriculum:
 
     def metrics(self, log: dict[str, Any]) -> dict[str, Any]:
         """The step record's numbers (TensorBoard plots them) and the whole log under `curriculum`."""
-        return {"curriculum_dropped_groups": len(log["dropped_groups"]),
+        chosen = band_counts(log["chosen"])
+        return {"curriculum_chosen_in_band": chosen["in band"], "curriculum_chosen_untried": chosen["untried"],
+                "curriculum_chosen_outside_band": chosen["outside band"],
+                "curriculum_dropped_groups": len(log["dropped_groups"]),
                 "curriculum_refill_groups": len(log["refill_groups"]),
                 "curriculum_refills_kept": log["refills_kept"],
                 "curriculum_groups_without_variance": log["groups_without_variance"],
@@ -238,18 +279,19 @@ class Curriculum:
 
     def message(self, log: dict[str, Any]) -> str:
         """One line for the step's events (the grpo_training asset's log)."""
-        chosen = log["chosen"]
-        untried = sum(c["why"].startswith("untried") for c in chosen)
-        in_band = sum(c["why"].startswith("in band") for c in chosen)
-        return (f"curriculum step {log['step']}: {len(chosen)} tasks ({in_band} in band, {untried} untried, "
-                f"{len(chosen) - in_band - untried} outside); {len(log['dropped_groups'])} group(s) without reward "
+        bands = band_counts(log["chosen"])
+        return (f"curriculum step {log['step']}: {len(log['chosen'])} tasks ({bands['in band']} in band, "
+                f"{bands['untried']} untried, {bands['outside band']} outside); {len(log['dropped_groups'])} group(s) without reward "
                 f"variance dropped, {len(log['refill_groups'])} refilled in {log['refill_rounds']} round(s) "
                 f"({log['refills_kept']} kept), {log['groups_without_variance']} left without samples; retired "
                 f"{', '.join(log['retired']) or 'none'} ({log['retired_total']} in all)")
 
     def summary(self) -> dict[str, Any]:
-        """For `summary.json`: the config, the retired tasks and each task's pass rate at the end."""
-        return {"config": self.config.model_dump(), "retired": {label(k): s for k, s in self.retired.items()},
+        """For `summary.json`: the config, what it did over the run (`totals` of `step_row`'s numbers: tasks drawn
+        per band, groups dropped for equal rewards, refills), the retired tasks and each task's pass rate at the end."""
+        rows = [step_row(log) for log in self.history]
+        return {"config": self.config.model_dump(), "steps": len(self.history),
+                "totals": {k: sum(r[k] for r in rows) for k in TOTALS},
+                "retired": {label(k): s for k, s in self.retired.items()},
                 "pass_rates": {label(k): None if rate is None else round(rate, 4)
-                               for k, rate in ((k, self.pass_rate(k)) for k in self.tasks)},
-                "steps": len(self.history)}
+                               for k, rate in ((k, self.pass_rate(k)) for k in self.tasks)}}

@@ -13,7 +13,7 @@ from awm_resources.difficulty import TaskDifficulty
 from awm_rl.agent.episode import EpisodeScore
 from awm_rl.reward import TaskRecord
 from awm_rl.training.config import CurriculumConfig, config_from_dict
-from awm_rl.training.curriculum import Curriculum, task_row
+from awm_rl.training.curriculum import Curriculum, band_counts, step_row, task_row
 from awm_rl.training.rollouts import GenerationBroker, ScoredRound
 
 G = 2
@@ -26,7 +26,8 @@ def _tasks(n: int) -> list[TaskRecord]:
 
 def _prior(**rates: tuple[int, int]) -> dict[tuple[str, int], TaskDifficulty]:
     """t<i>=(completed, attempts) -> prior records."""
-    return {("shop", int(k[1:])): TaskDifficulty("shop", int(k[1:]), attempts=a, completed=c) for k, (c, a) in rates.items()}
+    return {("shop", int(k[1:])): TaskDifficulty(scenario="shop", task_idx=int(k[1:]), attempts=a, completed=c)
+            for k, (c, a) in rates.items()}
 
 
 def _round(rows: list[dict], outcomes: dict[int, list[str]]) -> ScoredRound:
@@ -101,7 +102,16 @@ def test_groups_without_variance_are_refilled_up_to_the_bounds():
     assert [t.task_idx for t in schedule[1]] == [int(n.split("/")[1]) for n in log["next"]]
     metrics = cur.metrics(log)
     assert metrics["curriculum_dropped_groups"] == 2 and metrics["curriculum_refill_groups"] == 2
+    assert metrics["curriculum_chosen_untried"] == 3 and metrics["curriculum_chosen_in_band"] == 0
     assert "2 group(s) without reward variance dropped, 2 refilled in 1 round(s) (1 kept)" in cur.message(log)
+    # the step as the asset's table row, and the run's totals in the summary
+    row = step_row(log)
+    assert (row["chosen_untried"], row["dropped_groups"], row["refill_groups"], row["refills_kept"]) == (3, 2, 2, 1)
+    assert row["dropped"] == ", ".join(log["dropped_groups"]) and row["groups_without_variance"] == 1
+    totals = cur.summary()["totals"]
+    assert totals["chosen"] == 3 and totals["dropped_groups"] == 2 and totals["refills_kept"] == 1
+    with pytest.raises(ValueError, match="names no band"):
+        band_counts([{"task": "shop/0", "why": "lucky"}])
 
 
 def test_dynamic_sampling_off_trains_on_every_group_and_runs_nothing_more():
@@ -202,3 +212,20 @@ def test_a_curriculum_run_on_the_demo_logs_its_choices(demo_synthesis, tmp_path)
     tried = sum(per_task[("music_playlists", 0)].attempts for per_task in steps.values() if ("music_playlists", 0) in per_task)
     assert tried >= 2 and summary["curriculum"]["steps"] == 2
     assert summary["curriculum"]["pass_rates"]["music_playlists/0"] == round(10 / (10 + tried), 4)
+    # What the UI shows of it: the grpo_training asset's observation per step and its curriculum metadata
+    from awm_assets.defs.training.training_asset import curriculum_metadata, step_observation
+
+    seen = step_observation(records[0])
+    assert seen["step"] == 1 and seen["curriculum_dropped_groups"] == 2 and seen["curriculum_refill_groups"] == 2
+    assert seen["curriculum_chosen_untried"] == 2 and seen["curriculum_chosen_outside_band"] == 0
+    assert summary["curriculum"]["totals"]["dropped_groups"] == 4 and summary["curriculum"]["totals"]["refill_groups"] == 4
+    meta = curriculum_metadata(summary["curriculum"], records)
+    rows = [r.data for r in meta["curriculum_per_step"].value.records]
+    assert [r["step"] for r in rows] == [1, 2] and rows[0]["chosen_untried"] == 2 and rows[0]["dropped_groups"] == 2
+    assert rows[0]["tasks"] == ", ".join(c["task"] for c in first["chosen"]) and rows[1]["refill_groups"] == 2
+    totals = {r.data["metric"]: r.data["value"] if r.data["text"] == "" else r.data["text"]
+              for r in meta["curriculum_totals"].value.records}
+    assert totals["dropped_groups"] == 4 and totals["band"] == "0.2-0.8" and totals["retired_tasks"] == 0
+    tasks = {r.data["task"]: r.data["pass_rate"] for r in meta["curriculum_tasks"].value.records}
+    assert tasks == summary["curriculum"]["pass_rates"]
+    assert curriculum_metadata(None, records) == {}

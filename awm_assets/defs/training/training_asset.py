@@ -70,7 +70,8 @@ def _load(config: TrainingRunConfig, store_root: Path, run_id: str):
     group_name="training",
     kinds={"python", "ray"},
     description="GRPO training of a tool-use policy on the ready environments (history-aware, Ray rollouts): "
-                "checkpoint, per-step metrics and reward / completion curves.",
+                "checkpoint, per-step metrics and reward / completion curves; with a curriculum, what it did per step "
+                "(tasks drawn per pass-rate band, groups dropped for equal rewards, refills, retired tasks).",
 )
 def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, store: StoreResource,
                   ray: RayResource) -> dg.MaterializeResult:
@@ -88,9 +89,7 @@ def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, 
         context.log.info(str(event.get("message", event)))
         record = event.get("record") if event.get("kind") == "step" else None
         if record:  # live in the UI: one observation per RL step, plotted by the asset's metadata plots
-            context.log_event(dg.AssetObservation(asset_key=context.asset_key, metadata={
-                "step": int(record["step"]),
-                **{k: float(record[k]) for k in HEADLINE if isinstance(record.get(k), (int, float))}}))
+            context.log_event(dg.AssetObservation(asset_key=context.asset_key, metadata=step_observation(record)))
 
     try:
         summary = launch_training(cfg, on_event=on_event)
@@ -129,10 +128,42 @@ def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, 
             "weights_delta_l2": float(summary["weights"]["param_delta_l2"]),
             "wall_s": float(summary["wall_s"]),
             **bfcl,
+            **curriculum_metadata(summary.get("curriculum"), per_step),
             "trainer_config": dg.MetadataValue.md(f"```yaml\n{yaml.safe_dump(summary['config'], sort_keys=False)}```"),
         },
         data_version=dg.DataVersion(f"{summary['catalog_digest']}-{context.run.run_id[:8]}"),
     )
+
+
+def step_observation(record: dict) -> dict:
+    """A step's live observation: the headline metrics and, with a curriculum, its numbers (tasks drawn per
+    pass-rate band, groups dropped for equal rewards, refills, retired tasks: `Curriculum.metrics`)."""
+    numbers = {k: v for k, v in record.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {"step": int(record["step"]), **{k: float(numbers[k]) for k in HEADLINE if k in numbers},
+            **{k: v for k, v in numbers.items() if k.startswith("curriculum_")}}
+
+
+def curriculum_metadata(curriculum: dict | None, per_step: list[dict]) -> dict:
+    """What the curriculum did, for the UI (empty without one): per step the tasks drawn per pass-rate band,
+    the groups dropped for equal rewards, refills and retirements (`curriculum_per_step`); the run's totals
+    and settings; each task's pass rate at the end and the step it retired at (retired ones first, then the
+    hardest; at most 1,000 rows)."""
+    if not curriculum:
+        return {}
+    from awm_rl.training.curriculum import step_row
+
+    rows = [step_row(r["curriculum"]) for r in per_step if r.get("curriculum")]
+    config = curriculum["config"]
+    totals = {**curriculum.get("totals", {}), "retired_tasks": len(curriculum["retired"]),
+              "band": f"{config['band'][0]}-{config['band'][1]}", "out_of_band_weight": config["out_of_band_weight"],
+              "dynamic_sampling": "on" if config["dynamic_sampling"] else "off",
+              "retire_after": "never" if config["retire_after"] is None else config["retire_after"]}
+    tasks = sorted(({"task": task, "pass_rate": rate, "retired_at_step": curriculum["retired"].get(task)}
+                    for task, rate in curriculum["pass_rates"].items()),
+                   key=lambda t: (t["retired_at_step"] is None, t["pass_rate"] is None, t["pass_rate"] or 0.0))[:1000]
+    return {"curriculum_per_step": records_table(rows, list(rows[0]) if rows else ["step"]),
+            "curriculum_totals": key_value_table(totals),
+            "curriculum_tasks": records_table(tasks, ["task", "pass_rate", "retired_at_step"])}
 
 
 def _bfcl_over_steps(context: dg.AssetExecutionContext, config: TrainingRunConfig, per_step: list[dict],
