@@ -83,9 +83,9 @@ postgresql:
 	    export DEBIAN_FRONTEND=noninteractive; \
 	    apt-get install -y -qq postgresql >/dev/null 2>&1 || \
 	      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq postgresql >/dev/null 2>&1; } || \
-	      echo "!!! WARNING: could not install postgresql: the PostgreSQL storage test (tests/cluster_pg) will fail" >&2; \
+	      echo "!!! WARNING: could not install postgresql: the PostgreSQL storage test (tests/test_e2e_dagster_dev.py) will fail" >&2; \
 	  else \
-	    echo "!!! WARNING: PostgreSQL (initdb) is missing and cannot be installed here (not root, or no apt-get): the PostgreSQL storage test (tests/cluster_pg) will fail; install Debian's postgresql package" >&2; \
+	    echo "!!! WARNING: PostgreSQL (initdb) is missing and cannot be installed here (not root, or no apt-get): the PostgreSQL storage test (tests/test_e2e_dagster_dev.py) will fail; install Debian's postgresql package" >&2; \
 	  fi; }
 
 # The official MCP Inspector CLI, an outside MCP client for the `awm serve` test (tests/runtime/test_mcp_inspector.py):

@@ -37,8 +37,8 @@ TEST_SENSOR_INTERVAL_S = "4"
 # rename a test under pytest 9, so its loadgroup ignores the marker.) Every worker has its own AWM_HOME, DAGSTER_HOME,
 # temp folders, Ray cluster and session fixtures: a test needing anything fixed (a port, a path outside tmp_path)
 # must take it per worker.
-PROCESS_TREES = ("tests/cluster/", "tests/cluster_pg/", "tests/faults/test_daemon_kill.py",
-                 "tests/llm_conformance/test_synth_e2e.py", "tests/test_e2e_dagster_dev.py")
+PROCESS_TREES = ("tests/cluster/", "tests/faults/test_daemon_kill.py", "tests/llm_conformance/test_synth_e2e.py",
+                 "tests/test_e2e_dagster_dev.py")
 
 
 def work_unit(nodeid: str) -> str:

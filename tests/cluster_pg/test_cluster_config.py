@@ -1,5 +1,5 @@
 """dagster.cluster.yaml and the switch that installs it; the instance it describes runs on a real PostgreSQL server
-in test_postgres_storage.py."""
+in tests/test_e2e_dagster_dev.py."""
 
 from __future__ import annotations
 
