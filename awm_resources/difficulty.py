@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field
+
 from awm_resources.documents import DifficultyPart, DocumentError, TaskTally, read
 from awm_resources.store import ArtifactStore
 
@@ -28,8 +30,7 @@ OUTCOME_FIELDS: dict[str, str] = {
     "completed": "completed", "partially_completed": "partial", "format_error": "format_errors",
     "environment_error": "environment_errors", "agent_error": "agent_errors", "policy_failure": "policy_failures",
 }
-COUNTERS = ("attempts", "completed", "partial", "format_errors", "environment_errors", "agent_errors",
-            "policy_failures", "turns")
+COUNTERS = tuple(name for name in TaskTally.model_fields if name not in ("scenario", "task_idx"))  # every counter
 HARD_BELOW = 0.2  # pass rates below this are hard
 EASY_ABOVE = 0.8  # above this easy; between the two (inclusive) medium
 # Bucket name -> what it means, in the order the UI lists them.
@@ -100,21 +101,16 @@ def record_rollouts(store: ArtifactStore, *, run: str, source: str, policy: str,
     return doc
 
 
-@dataclass
-class TaskDifficulty:
-    """A task's merged counts over the parts read, with its pass rate and bucket."""
+class TaskDifficulty(TaskTally):
+    """A task's counts (TaskTally's) merged over the parts read, the policies they came from, its pass rate and
+    bucket. In memory only: the store keeps the parts."""
 
-    scenario: str
-    task_idx: int
-    attempts: int = 0
-    completed: int = 0
-    partial: int = 0
-    format_errors: int = 0
-    environment_errors: int = 0
-    agent_errors: int = 0
-    policy_failures: int = 0
-    turns: int = 0
-    policies: set[str] = field(default_factory=set)
+    policies: set[str] = Field(default_factory=set)
+
+    @classmethod
+    def of(cls, key: TaskKey) -> TaskDifficulty:
+        """A task without counts yet (untried)."""
+        return cls(scenario=key[0], task_idx=key[1])
 
     def add(self, counts: TaskTally, policy: str) -> None:
         for name in COUNTERS:
@@ -163,7 +159,7 @@ class DifficultyIndex:
                 continue
             for counts in part.tasks:
                 key = (counts.scenario, counts.task_idx)
-                out.setdefault(key, TaskDifficulty(*key)).add(counts, part.policy)
+                out.setdefault(key, TaskDifficulty.of(key)).add(counts, part.policy)
         return out
 
     def by_step(self, run: str) -> dict[int, dict[TaskKey, TaskDifficulty]]:
@@ -174,11 +170,31 @@ class DifficultyIndex:
                 per_task = steps.setdefault(part.step, {})
                 for counts in part.tasks:
                     key = (counts.scenario, counts.task_idx)
-                    per_task.setdefault(key, TaskDifficulty(*key)).add(counts, part.policy)
+                    per_task.setdefault(key, TaskDifficulty.of(key)).add(counts, part.policy)
         return dict(sorted(steps.items()))
 
     def policies(self) -> list[str]:
         return sorted({p.policy for p in self.parts})
+
+    def by_policy(self) -> dict[str, dict[TaskKey, TaskDifficulty]]:
+        """Merged counts per policy and task: no policy's records averaged with another's."""
+        out: dict[str, dict[TaskKey, TaskDifficulty]] = {}
+        for part in self.parts:
+            per_task = out.setdefault(part.policy, {})
+            for counts in part.tasks:
+                key = (counts.scenario, counts.task_idx)
+                per_task.setdefault(key, TaskDifficulty.of(key)).add(counts, part.policy)
+        return dict(sorted(out.items()))
+
+    def latest_policy(self) -> dict[TaskKey, str]:
+        """Per task, the policy whose records of it were written last (the newest evaluation or training run)."""
+        newest: dict[TaskKey, tuple[float, str]] = {}
+        for part in self.parts:
+            for counts in part.tasks:
+                key = (counts.scenario, counts.task_idx)
+                if key not in newest or part.written_at >= newest[key][0]:
+                    newest[key] = (float(part.written_at), part.policy)
+        return {key: policy for key, (_, policy) in newest.items()}
 
 
 def load_difficulty(store: ArtifactStore) -> DifficultyIndex:
@@ -202,4 +218,42 @@ def bucket_counts(tasks: Iterable[TaskDifficulty]) -> dict[str, int]:
 
 def with_untried(merged: dict[TaskKey, TaskDifficulty], tasks: Iterable[TaskKey]) -> list[TaskDifficulty]:
     """Each of `tasks` with its merged counts; a task without records appears as untried (zero counts)."""
-    return [merged.get(key) or TaskDifficulty(*key) for key in tasks]
+    return [merged.get(key) or TaskDifficulty.of(key) for key in tasks]
+
+
+def _rate(task: TaskDifficulty) -> str:
+    return f"{task.pass_rate:.2f} of {task.attempts}" if task.pass_rate is not None else "0 attempts"
+
+
+def latest_policy_view(index: DifficultyIndex, tasks: Iterable[TaskKey]) -> list[dict[str, Any]]:
+    """Each of `tasks` as a table row (`TaskDifficulty.row`) with the counts of the policy that was recorded on
+    it last (`policy`), not pooled with older policies' records: those are listed apart (`other_policies`, each
+    with its pass rate and attempts). A task without records is an untried row with no policy."""
+    per_policy, latest = index.by_policy(), index.latest_policy()
+    rows = []
+    for key in tasks:
+        policy = latest.get(key)
+        task = per_policy[policy][key] if policy is not None else TaskDifficulty.of(key)
+        others = [f"{p} {_rate(t[key])}" for p, t in per_policy.items() if p != policy and key in t]
+        rows.append({**task.row(), "policy": policy or "", "other_policies": "; ".join(others)})
+    return rows
+
+
+def policy_summary(index: DifficultyIndex, tasks: Iterable[TaskKey]) -> list[dict[str, Any]]:
+    """Per policy, over `tasks` (e.g. the catalog's trainable ones): tasks attempted, attempts, completions, the
+    pass rate over its attempts, tasks per bucket by its own records, and when it was last recorded."""
+    keys = list(tasks)
+    last: dict[str, float] = {}
+    for part in index.parts:
+        last[part.policy] = max(last.get(part.policy, 0.0), float(part.written_at))
+    rows = []
+    for policy, per_task in index.by_policy().items():
+        mine = [per_task[k] for k in keys if k in per_task and per_task[k].attempts]
+        if not mine:
+            continue
+        attempts, completed = sum(t.attempts for t in mine), sum(t.completed for t in mine)
+        rows.append({"policy": policy, "tasks": len(mine), "attempts": attempts, "completed": completed,
+                     "pass_rate": round(completed / attempts, 4),
+                     **{k: v for k, v in bucket_counts(mine).items() if k != "untried"},
+                     "last_recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last[policy]))})
+    return sorted(rows, key=lambda r: r["last_recorded"], reverse=True)

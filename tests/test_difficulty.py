@@ -91,3 +91,43 @@ def test_parts_are_written_once_and_bad_ones_are_reported(tmp_path):
     assert len(index.parts) == 1 and index.tasks()[("shop", 0)].completed == 1
     [problem] = index.problems
     assert str(broken) in problem and "DifficultyPart" in problem
+
+
+def test_the_catalog_shows_each_task_by_the_policy_recorded_last_never_pooled(tmp_path):
+    """A new policy's evaluation of a task is shown with its own counts, not averaged with an older policy's
+    (the older one is named beside it with its own rate); every policy has its totals."""
+    import dagster as dg
+
+    from awm_assets.defs.catalog.catalog_asset import _task_difficulty
+    from awm_resources.difficulty import DifficultyIndex, latest_policy_view, policy_summary
+    from awm_resources.documents import DifficultyPart
+
+    def part(policy: str, at: float, rows: list) -> DifficultyPart:
+        return DifficultyPart(run=policy.replace(":", "-") + "-run", source="evaluation", policy=policy, written_at=at,
+                              tasks=tally(rows))
+
+    old = part("reference", 100.0, [("shop", 0, "completed", 2)] * 10 + [("shop", 1, "completed", 2)] * 10)
+    new = part("grpo:x", 200.0, [("shop", 0, "agent_error", 5)] * 4)
+    index = DifficultyIndex([new, old])  # file order does not decide which is newer
+    keys = [("shop", 0), ("shop", 1), ("shop", 2)]
+    assert index.tasks()[("shop", 0)].bucket == "medium"  # pooled: 10 of 14, what the catalog no longer shows
+    zero, one, two = latest_policy_view(index, keys)
+    assert (zero["policy"], zero["bucket"], zero["pass_rate"], zero["attempts"]) == ("grpo:x", "unsolved", 0.0, 4)
+    assert zero["other_policies"] == "reference 1.00 of 10" and zero["mean_turns"] == 5.0
+    assert (one["policy"], one["bucket"], one["other_policies"]) == ("reference", "easy", "")
+    assert (two["policy"], two["bucket"], two["attempts"]) == ("", "untried", 0)
+    newest, oldest = policy_summary(index, keys)
+    assert (newest["policy"], newest["tasks"], newest["attempts"], newest["pass_rate"], newest["unsolved"]) == \
+        ("grpo:x", 1, 4, 0.0, 1)
+    assert (oldest["policy"], oldest["tasks"], oldest["pass_rate"], oldest["easy"]) == ("reference", 2, 1.0, 2)
+    assert newest["last_recorded"] == "1970-01-01T00:03:20Z"
+
+    store = ArtifactStore(tmp_path)
+    for doc, name in ((old, "episodes"), (new, "episodes")):
+        store.write_difficulty(doc, name)
+    meta = _task_difficulty(dg.build_asset_context(), store, [{"name": "shop", "tasks": 3, "excluded_tasks": [2]}])
+    table = [r.data for r in meta["task_difficulty"].value.records]
+    assert [(r["task"], r["policy"], r["bucket"]) for r in table] == [(0, "grpo:x", "unsolved"), (1, "reference", "easy")]
+    buckets = {r.data["bucket"]: r.data["tasks"] for r in meta["difficulty_buckets"].value.records}
+    assert buckets["unsolved"] == 1 and buckets["easy"] == 1 and buckets["medium"] == 0
+    assert [r.data["policy"] for r in meta["difficulty_by_policy"].value.records] == ["grpo:x", "reference"]

@@ -66,17 +66,21 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
 
 
 def _task_difficulty(context: dg.AssetExecutionContext, st: ArtifactStore, ready: list[dict]) -> dict:
-    """Each trainable task's pass rate and bucket over every recorded rollout (evaluations and training, every
-    policy: awm_resources.difficulty), and the tasks per bucket."""
-    from awm_resources.difficulty import BUCKETS, bucket_counts, load_difficulty, with_untried
+    """Each trainable task's pass rate and bucket by the policy recorded on it last (a new policy's evaluation is
+    not averaged with an old one's; the others are named with their own rates: awm_resources.difficulty), the
+    tasks per bucket so, and every policy's totals."""
+    from awm_resources.difficulty import BUCKETS, latest_policy_view, load_difficulty, policy_summary
 
     index = load_difficulty(st)
     for problem in index.problems:
         context.log.warning(f"difficulty record left out: {problem}")
     keys = [(e["name"], i) for e in ready for i in range(e["tasks"]) if i not in set(e["excluded_tasks"])]
-    tasks = with_untried(index.tasks(), keys)
-    counts = bucket_counts(tasks)
-    return {"task_difficulty": difficulty_table(tasks),
+    rows = latest_policy_view(index, keys)
+    counts = {bucket: sum(r["bucket"] == bucket for r in rows) for bucket in BUCKETS}
+    return {"task_difficulty": difficulty_table(rows),
             "difficulty_buckets": records_table([{"bucket": k, "tasks": v, "meaning": BUCKETS[k]} for k, v in counts.items()],
                                                 ["bucket", "tasks", "meaning"]),
+            "difficulty_by_policy": records_table(policy_summary(index, keys), [
+                "policy", "tasks", "attempts", "completed", "pass_rate", *(b for b in BUCKETS if b != "untried"),
+                "last_recorded"]),
             "difficulty_records": len(index.parts)}

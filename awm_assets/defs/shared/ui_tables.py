@@ -46,16 +46,16 @@ def bucket_order(name: str) -> tuple[int, str]:
     return (int(head.group(1)) if head else 10**9, name)
 
 
-DIFFICULTY_COLUMNS = ("scenario", "task", "bucket", "pass_rate", "attempts", "completed", "partial", "format_errors",
-                      "environment_errors", "mean_turns", "policies")
+DIFFICULTY_COLUMNS = ("scenario", "task", "policy", "bucket", "pass_rate", "attempts", "completed", "partial",
+                      "format_errors", "environment_errors", "mean_turns", "other_policies")
 
 
-def difficulty_table(tasks: Sequence[Any], limit: int = 1000) -> dg.MetadataValue:
-    """Per-task difficulty (awm_resources.difficulty.TaskDifficulty) as a table: attempted tasks first, hardest
-    bucket first, then by pass rate; untried ones last; at most `limit` rows (a catalog of AWM-1K size has 10,000
-    tasks: the bucket counts beside the table cover all)."""
+def difficulty_table(rows: Sequence[dict[str, Any]], limit: int = 1000) -> dg.MetadataValue:
+    """Per-task difficulty rows (awm_resources.difficulty.latest_policy_view) as a table: attempted tasks first,
+    hardest bucket first, then by pass rate; untried ones last; at most `limit` rows (a catalog of AWM-1K size has
+    10,000 tasks: the bucket counts beside the table cover all)."""
     from awm_resources.difficulty import bucket_rank
 
-    rows = sorted((t.row() for t in tasks), key=lambda r: (r["attempts"] == 0, bucket_rank(r["bucket"]),
-                                                           r["pass_rate"] or 0.0, r["scenario"], r["task"]))
-    return records_table(rows[:limit], DIFFICULTY_COLUMNS)
+    ordered = sorted(rows, key=lambda r: (r["attempts"] == 0, bucket_rank(r["bucket"]), r["pass_rate"] or 0.0,
+                                          r["scenario"], r["task"]))
+    return records_table(ordered[:limit], DIFFICULTY_COLUMNS)
