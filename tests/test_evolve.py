@@ -57,13 +57,15 @@ def test_the_targeted_prompts_carry_the_evidence_and_task_styles():
 def test_the_newest_weaknesses_become_the_next_targeted_batch(tmp_path, monkeypatch):
     """Written into the seed folder the sensor watches, named after the store's earlier targeted batches; a
     report with nothing failed writes nothing and says why."""
-    from awm_assets.defs.evolve.targeted_batch_asset import TargetedBatchConfig, write_targeted_batch
+    from awm_assets.synthesis.targeted_batch import NoWeaknessesReport, write_targeted_batch
     from awm_resources.documents import WeaknessGroup, WeaknessReport
     from awm_resources.store import ArtifactStore, atomic_write_json
     from awm_rl.weaknesses import write_report
 
     monkeypatch.setenv("AWM_SEED_DIR", str(tmp_path / "seeds"))
     store = ArtifactStore(tmp_path / "home")
+    with pytest.raises(NoWeaknessesReport, match="materialize `weaknesses` first"):
+        write_targeted_batch(store)
     store.write_json("issue_tracker", "scenario.json", {"name": "Issue Tracker", "description": "issues"})
     atomic_write_json(store.root / "batches" / "evolve_1.json", {"batch": "evolve_1"})
     group = WeaknessGroup(**WEAK[0])
@@ -71,7 +73,7 @@ def test_the_newest_weaknesses_become_the_next_targeted_batch(tmp_path, monkeypa
                              examples=WEAK[0]["examples"])
     write_report(store, WeaknessReport(evaluation=str(tmp_path / "e" / "20260101-000000-a"), policy="p", episodes=4,
                                        failed=3, groups=[group, category], weaknesses=[group]))
-    out = write_targeted_batch(store, TargetedBatchConfig(max_new_scenarios=2))
+    out = write_targeted_batch(store, max_new_scenarios=2)
     assert out["seed_batch"] == str(tmp_path / "seeds" / "evolve_2.jsonl") and out["weaknesses"] == ["task_kind=chain"]
     batch = read_seed_batch(out["seed_batch"])
     assert [s["name"] for s in batch.seeds] == ["Issue Tracker"] and batch.focus["max_new_scenarios"] == 2
@@ -79,12 +81,12 @@ def test_the_newest_weaknesses_become_the_next_targeted_batch(tmp_path, monkeypa
 
     write_report(store, WeaknessReport(evaluation=str(tmp_path / "e" / "20260102-000000-b"), policy="p", episodes=4,
                                        failed=0, groups=[], weaknesses=[]))
-    assert write_targeted_batch(store, TargetedBatchConfig())["reason"] == "p failed none of 4 episodes: nothing to aim at"
+    assert write_targeted_batch(store)["reason"] == "p failed none of 4 episodes: nothing to aim at"
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # allows for a 2-core machine loaded 20-fold (and the demo fixture when it runs first)
-def test_an_offline_evolve_round_on_the_demo(demo_synthesis, ray_address, tmp_path, monkeypatch):
+def test_an_offline_evolve_round_on_the_demo(demo_pristine, ray_address, tmp_path, monkeypatch):
     """`awm evolve` on a copy of the demo store, offline: the untrained tiny policy fails the demo tasks, the
     weaknesses become batch evolve_1, whose recorded answers (seeds/recordings/_batch_evolve_1 and the accepted
     scenario's folder) give one new scenario that passes the gate and enters the catalog; the lineage is in the
@@ -101,7 +103,7 @@ def test_an_offline_evolve_round_on_the_demo(demo_synthesis, ray_address, tmp_pa
     from tests.conftest import PROJECT_ROOT
 
     home, seeds = tmp_path / "home", tmp_path / "seeds"
-    shutil.copytree(demo_synthesis["pristine"], home)
+    shutil.copytree(demo_pristine, home)
     env = {**os.environ, "AWM_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dh"), "AWM_SEED_DIR": str(seeds),
            "AWM_LLM_MODEL": "replay", "AWM_REPLAY_DIR": str(PROJECT_ROOT / "seeds" / "recordings"),
            "RAY_ADDRESS": ray_address}  # the session's Ray: the evaluation's pool starts no cluster of its own
