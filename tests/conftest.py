@@ -142,6 +142,37 @@ def demo_synthesis(tmp_path_factory):
     instance.dispose()
 
 
+def run_shared_dir(tmp_path_factory) -> Path | None:
+    """A folder every xdist worker of this run sees (the parent of their base temp folders, new per run); None
+    outside xdist."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return None
+    shared = tmp_path_factory.getbasetemp().parent / "shared"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
+@pytest.fixture(scope="session")
+def demo_pristine(request, tmp_path_factory) -> Path:
+    """The demo store's files as synthesized (demo_synthesis' `pristine`; read it, copy it before changing it), made
+    once per run: the first xdist worker that needs them synthesizes the batch, the other copies the result instead
+    of synthesizing it again (the same files: replay answers, the same stage code)."""
+    import shutil
+
+    from filelock import FileLock
+
+    shared = run_shared_dir(tmp_path_factory)
+    if shared is None:
+        return request.getfixturevalue("demo_synthesis")["pristine"]
+    store, done = shared / "demo_store_pristine", shared / "demo_store_pristine.done"
+    with FileLock(str(shared / "demo_store_pristine.lock")):
+        if not done.is_file():
+            shutil.rmtree(store, ignore_errors=True)
+            shutil.copytree(request.getfixturevalue("demo_synthesis")["pristine"], store)
+            done.touch()
+    return store
+
+
 @pytest.fixture(scope="session")
 def ray_address() -> str:
     """The session's local Ray cluster, the one in-process tests share (started here if none is yet): a driver

@@ -42,8 +42,8 @@ def test_imported_corpus_documents(corpus_store):
     assert corpus_store.scenario("gofundme").source == "imported" and corpus_store.tasks("gofundme").tasks
 
 
-def test_synthesized_store_documents(demo_synthesis):
-    root = Path(demo_synthesis["pristine"])
+def test_synthesized_store_documents(demo_pristine):
+    root = Path(demo_pristine)
     counts = _assert_round_trip(root)
     assert {"Catalog", "Scenario", "TaskList", "VerifiersFile", "StageStatus", "AttemptRecord",
             "QualityResult"} <= set(counts), counts

@@ -12,15 +12,15 @@ SOLUTIONS = PROJECT_ROOT / "seeds" / "solutions"
 
 
 @pytest.fixture(scope="session")
-def demo_store(demo_synthesis, tmp_path_factory):
+def demo_store(demo_pristine, tmp_path_factory):
     """The demo seed batch synthesized offline (replay LLM) through the real Dagster assets: a private copy of
-    the session's synthesis (tests/conftest.py), as it was right after synthesis."""
+    the run's synthesis (tests/conftest.py: demo_pristine), as it was right after synthesis."""
     import shutil
 
     from awm_resources.store import ArtifactStore
 
     root = tmp_path_factory.mktemp("rl_demo_store")
-    shutil.copytree(demo_synthesis["pristine"], root, dirs_exist_ok=True)
+    shutil.copytree(demo_pristine, root, dirs_exist_ok=True)
     store = ArtifactStore(root)
     assert store.list_scenarios(), "the demo batch produced no scenarios"
     return store
