@@ -4,12 +4,16 @@ The other CPU runs prove the mechanics (advantages, masks, log-probs); this one 
 going up. Per seed:
 
 1. the demo batch's environments (synthesized offline when the store lacks them, as `awm synth
-   --seed-batch seeds/demo.jsonl` does) and the first trainable task of each;
-2. a tiny Qwen3 (random init, `awm_rl.tiny_model`) warm-started on the reference solutions of those
-   tasks (`seeds/solutions/`) replayed through the real loop and pool: a *partial* warm start, a fixed
-   number of supervised steps that leaves the sampled policy passing some tasks but not most;
-3. GRPO through the real job (`awm_rl.training.job.run_training`: environment pool, code-mode judge,
-   `AWMGRPOTrainer`), reward -1 format error / 1 completed / 0.1 partial / 0 otherwise.
+   --seed-batch seeds/demo.jsonl` does);
+2. per scenario, the first task whose reference solution (`seeds/solutions/`) its verifier passes and for
+   which DECOYS decoys exist: the reference with one argument value changed, replayed through the real
+   loop and pool and confirmed failing by the task's verifier (`awm_rl.training.decoys`);
+3. a tiny Qwen3 (random init, `awm_rl.tiny_model`) warm-started to convergence on the reference and decoy
+   episodes of those tasks: it learns the format, and at the changed value it puts about 1/k on each of
+   the k = DECOYS + 1 values (the episodes share every token before it), so about 1/k of its rollouts pass;
+4. GRPO through the real job (`awm_rl.training.job.run_training`: environment pool, code-mode judge,
+   `AWMGRPOTrainer`), reward -1 format error / 1 completed / 0.1 partial / 0 otherwise, on exactly those
+   tasks (a copy of the catalog with the others left out).
 
 The pass rate of a step is the fraction of its rollouts the task's verifier classifies as completed.
 Prints per seed the pass rate per step, the mean of the first and last five steps, and the curve (a
@@ -42,27 +46,33 @@ MIN_RISE = 0.2
 # demo prompt is then about 0.6k tokens instead of 4.3k (the listing is most of it), which is what makes
 # 10 steps of 24 rollouts fit in minutes on two cores. The prompts' text is unchanged.
 TOKENIZER: dict[str, Any] = {"vocab_size": 2048, "merge_across_words": True}
-# Partial warm start: supervised steps on the reference solutions' turns (AdamW, all samples per step), stopped
-# before the first update at which the reference episodes are already likely: the mean over tasks of
-# exp(-summed NLL of the episode's reference turns) >= reference_prob, i.e. the policy, sampling at
-# temperature 1, would replay a task's reference solution token for token about 1 time in 10. That leaves
-# room: rollouts pass some of the time, groups differ in reward, and most of the way up is GRPO's.
-WARM_START = {"max_steps": 200, "learning_rate": 1.0e-2, "reference_prob": 0.1}
+# Warm start to convergence on each task's reference episode plus DECOYS decoy episodes (awm_rl.training.decoys: the
+# reference with one argument value changed, replayed through the real loop and pool and confirmed failing by the task's
+# verifier). AdamW (all samples per step) until, for every task, the policy sampling at temperature 1 replays one of its
+# k = DECOYS + 1 episodes token for token with probability >= `coverage`: the format is learnt, and since the episodes
+# share every token up to the changed value, the policy puts about 1/k on each value there (the initial pass rate).
+# 0.85: about 360 steps at lr 1e-2 (0.87 after 400, measured); each further 0.01 costs ~25 steps.
+WARM_START = {"max_steps": 500, "learning_rate": 1.0e-2, "coverage": 0.85}
+DECOYS = 2
 # The GRPO run (a TrainConfig; model.path and the paths are filled in per seed). 3 tasks x G=8 rollouts per step and
 # ONE policy update per step (mini_batch_tasks = tasks_per_step): on-policy, and every group whole in its update. With
 # one update per task (mini_batch_tasks 1) TRL shuffles the step's rows before splitting them
 # (GRPOTrainer._prepare_inputs): an update held a random third of the turns, so the turns a group's rollouts share
 # (their advantages sum to 0 only over the whole group) did not cancel within it. beta 0 (no reference model).
-# learning_rate 5e-4 does NOT show learning either (docs/training.md, "Does it learn?"): one update at 2e-3 already
-# broke every rollout's first turn; offline, one AdamW update of 1e-4 on a group lowers the reference turn.
+# learning_rate (AdamW, measured on seed 0): 1e-3 takes the pass rate from 0.33 to 0.96 in one update and breaks the
+# format at the next (83% format errors); 2e-4 at temperature 1.0 rises to 0.5 in 4 steps, then format errors grow
+# (46%, 54%): AdamW moves every weight by about lr whatever its gradient, which wears down the memorised format.
+# temperature 0.7 (both sampling and the trainer's log-probs): the k values of the decision have equal logits, so
+# they stay at ~1/k each, while the memorised format tokens get sharper (their logit margins count 1/0.7 times).
 TRAIN_CONFIG: dict[str, Any] = {
     "name": "learn-bench",
-    "environments": {"scenarios": DEMO_SCENARIOS, "max_tasks_per_scenario": 1, "verifier_audit": "catalog",
-                     "env_hosts": 1},
+    # `catalog` is the bench's own copy of the store's catalog in which every task but the one chosen per scenario
+    # is left out (excluded_tasks), so the job trains on exactly the warm-started tasks.
+    "environments": {"scenarios": DEMO_SCENARIOS, "verifier_audit": "catalog", "env_hosts": 1},
     "grpo": {"steps": 10, "group_size": 8, "tasks_per_step": 3, "mini_batch_tasks": 3, "micro_batch_samples": 8,
-             "learning_rate": 5.0e-4, "beta": 0.0, "save_every": 1000, "save_total_limit": 1},
-    "rollout": {"max_turns": 5, "history": "window", "window": 3, "max_response_tokens": 192,
-                "max_context_tokens": 8192, "temperature": 1.0, "concurrency": 32, "tool_listing": "compact"},
+             "learning_rate": 1.0e-4, "beta": 0.0, "save_every": 1000, "save_total_limit": 1},
+    "rollout": {"max_turns": 5, "history": "window", "window": 3, "max_response_tokens": 256,
+                "max_context_tokens": 8192, "temperature": 0.7, "concurrency": 32, "tool_listing": "compact"},
     "judge": {"mode": "code"},
     "warm_start": {"enabled": False},
     "generation": {"backend": "transformers"},
@@ -110,68 +120,146 @@ def synthesize_demo(root: Path) -> float:
     return time.time() - started
 
 
-# -- the partial warm start ---------------------------------------------------------------------------
-def warm_start(store_root: Path, out_dir: Path, seed: int, max_steps: int, reference_prob: float) -> dict[str, Any]:
-    """The tiny model built with `seed`, trained on the reference solutions of the bench's tasks (replayed
-    through the loop and pool) until they reach `reference_prob` (see WARM_START); saved to
-    `out_dir/warm_start`. Returns a report."""
+# -- the tasks and their decoys ---------------------------------------------------------------------------
+def choose_tasks(store_root: Path, out_dir: Path) -> tuple[list[Any], list[str], dict[str, Any]]:
+    """Per demo scenario, the first trainable task (in task order) with a reference solution that its verifier
+    passes and DECOYS decoys it fails (awm_rl.training.decoys), replayed through the real loop and pool.
+    Returns those TaskDecoys, the compact tool listings (for the tokenizer) and a report of every task tried."""
+    from awm_rl.agent.loop import LoopConfig
+    from awm_rl.reward.judge import Judge
+    from awm_rl.runtime.pool import EnvironmentPool
+    from awm_rl.training.decoys import build_decoys
+    from awm_rl.training.rollouts import CompactToolsPool
+
+    started = time.time()
+    solutions = _solutions()
+    records = trainable_tasks(store_root)
+    rollout = TRAIN_CONFIG["rollout"]
+    loop_config = LoopConfig(max_turns=rollout["max_turns"], window=rollout["window"],
+                             snapshot_dir=out_dir / "decoy_databases")
+    judge = Judge(TRAIN_CONFIG["judge"]["mode"])
+    chosen: list[Any] = []
+    tried: list[dict[str, Any]] = []
+    pool = EnvironmentPool(store_root, num_hosts=1, prefetch=1)
+    try:
+        view = CompactToolsPool(pool)
+        for scenario in DEMO_SCENARIOS:
+            for record in [r for r in records if r.scenario == scenario]:
+                solution = solutions.get((scenario, record.task_idx))
+                if solution is None:
+                    continue
+                found = build_decoys(view, judge, record, solution, decoys=DECOYS, loop_config=loop_config,
+                                     max_candidates=8)
+                if found is None:
+                    tried.append({"task": f"{scenario}/{record.task_idx}", "why": "the reference solution does not "
+                                  "complete the task (its verifier)"})
+                    continue
+                tried.append({**found.report(), "chosen": len(found.decoys) == DECOYS})
+                if len(found.decoys) == DECOYS:
+                    chosen.append(found)
+                    break
+            else:
+                raise BenchError(f"no task of {scenario!r} has a reference solution ({SOLUTIONS}) that its verifier "
+                                 f"passes and {DECOYS} decoys it fails: {json.dumps(tried)[-1500:]}")
+        listings = [json.dumps(_tools(view, s), ensure_ascii=False) for s in DEMO_SCENARIOS]
+    finally:
+        pool.close()
+    return chosen, listings, {"tasks": [f"{c.record.scenario}/{c.record.task_idx}" for c in chosen],
+                              "decoys_per_task": DECOYS, "tried": tried, "wall_s": round(time.time() - started, 1)}
+
+
+def _solutions() -> dict[tuple[str, int], dict[str, Any]]:
+    out = {}
+    for path in sorted(SOLUTIONS.glob("*.json")):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        for task in doc["tasks"]:
+            out[(doc["scenario"], int(task["task_idx"]))] = task
+    return out
+
+
+def bench_catalog(store_root: Path, chosen: list[Any], path: Path) -> Path:
+    """The store's catalog with every task of the demo environments but the chosen one left out (the job then
+    trains on exactly the warm-started tasks); written to `path`."""
+    doc = json.loads((store_root / "catalog.json").read_text(encoding="utf-8"))
+    keep = {c.record.scenario: c.record.task_idx for c in chosen}
+    for entry in doc["environments"]:
+        if entry.get("name") in keep:
+            left_out = [i for i in range(int(entry.get("tasks") or 0)) if i != keep[entry["name"]]]
+            entry["excluded_tasks"] = sorted(set(entry.get("excluded_tasks") or []) | set(left_out))
+            entry["excluded_reasons"] = {**(entry.get("excluded_reasons") or {}),
+                                         **{str(i): "not the task awm bench learn trains on" for i in left_out}}
+            entry["trainable_tasks"] = 1
+    atomic_write_json(path, doc)
+    return path
+
+
+# -- the warm start --------------------------------------------------------------------------------------
+def warm_start(out_dir: Path, seed: int, chosen: list[Any], listings: list[str], max_steps: int,
+               coverage: float) -> dict[str, Any]:
+    """The tiny model built with `seed`, trained on every turn of the chosen tasks' reference and decoy episodes
+    until each task's episodes together have probability >= `coverage` under the policy (see WARM_START); saved
+    to `out_dir/warm_start`. Returns a report, with each task's reference probability (the share the policy
+    puts on the reference: the expected initial pass rate)."""
     import math
 
     import torch
 
-    from awm_rl.agent.loop import LoopConfig
-    from awm_rl.agent.policies import ScriptedPolicy
-    from awm_rl.runtime.pool import EnvironmentPool
     from awm_rl.tiny_model import build_tiny_qwen3
-    from awm_rl.training.rollouts import CompactToolsPool
-    from awm_rl.training.warm_start import replay_samples, supervised_steps
+    from awm_rl.training.warm_start import episode_samples, supervised_steps
 
     started = time.time()
     torch.set_num_threads(TRAIN_CONFIG["ray"]["torch_threads"])
-    tasks = bench_tasks(store_root)
-    policy = ScriptedPolicy.from_solutions(sorted(SOLUTIONS.glob("*.json")), name="reference")
     rollout = TRAIN_CONFIG["rollout"]
-    loop_config = LoopConfig(max_turns=rollout["max_turns"], window=rollout["window"],
-                             snapshot_dir=out_dir / "databases")
-    pool = EnvironmentPool(store_root, num_hosts=1, prefetch=1)
-    try:
-        view = CompactToolsPool(pool)
-        listings = [json.dumps(_tools(view, s), ensure_ascii=False) for s in sorted({t.scenario for t in tasks})]
-        model, tokenizer = build_tiny_qwen3(out_dir / "models", seed=seed, extra_texts=listings, **TOKENIZER)
-        per_task = [replay_samples(view, policy, [task], tokenizer, loop_config)[0] for task in tasks]
-    finally:
-        pool.close()
-    missing = [f"{t.scenario}/{t.task_idx}" for t, s in zip(tasks, per_task, strict=True) if not s]
-    if missing:
-        raise BenchError(f"the reference solutions ({SOLUTIONS}) of {missing} did not end with a final answer "
-                         f"through the loop; see {loop_config.snapshot_dir}")
-    samples = [sample for task_samples in per_task for sample in task_samples]
-    owner = [i for i, task_samples in enumerate(per_task) for _ in task_samples]
+    model, tokenizer = build_tiny_qwen3(out_dir / "models", seed=seed, extra_texts=listings, **TOKENIZER)
+    index: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+    samples: list[tuple[list[int], list[int]]] = []
+    weights: list[float] = []
+    episodes: list[tuple[int, int, list[int]]] = []  # (task, variant, its samples)
+    for t, task in enumerate(chosen):
+        for v, variant in enumerate(task.variants):
+            members = []
+            for prompt, target in episode_samples(variant.episode, tokenizer, rollout["window"]):
+                key = (tuple(prompt), tuple(target))
+                if key not in index:  # a turn the episodes share is one sample, counted once per episode
+                    index[key] = len(samples)
+                    samples.append((prompt, target))
+                    weights.append(0.0)
+                weights[index[key]] += 1.0
+                members.append(index[key])
+            episodes.append((t, v, members))
     longest = max(len(target) for _, target in samples)
     if longest >= rollout["max_response_tokens"]:
-        raise BenchError(f"a reference turn has {longest} tokens, over rollout.max_response_tokens "
+        raise BenchError(f"a reference or decoy turn has {longest} tokens, over rollout.max_response_tokens "
                          f"{rollout['max_response_tokens']}: the policy could never produce it")
-    probs: list[float] = []
+    covered: list[float] = []
+    reference: list[float] = []
+    checks: list[float] = []
 
-    def likely(nll: list[float]) -> bool:
-        per = [0.0] * len(tasks)
-        for i, value in zip(owner, nll, strict=True):
-            per[i] += value
-        probs[:] = [math.exp(-v) for v in per]
-        return sum(probs) / len(probs) >= reference_prob
+    def converged(nll: list[float]) -> bool:
+        probs = [(t, v, math.exp(-sum(nll[i] for i in members))) for t, v, members in episodes]
+        covered[:] = [sum(p for t, _, p in probs if t == task) for task in range(len(chosen))]
+        reference[:] = [p for _, v, p in probs if v == 0]
+        checks.append(time.time())
+        if len(checks) % 25 == 1:
+            _info(f"seed {seed}: warm start step {len(checks)}: episodes' probability per task "
+                  f"{[round(p, 3) for p in covered]}, the reference's {[round(p, 3) for p in reference]} "
+                  f"({checks[-1] - started:.0f}s)")
+        return min(covered) >= coverage
 
     model = model.to(torch.float32)
     losses = supervised_steps(model, tokenizer, samples, steps=max_steps, learning_rate=WARM_START["learning_rate"],
-                              seed=seed, stop_when=likely)
-    reached = sum(probs) / len(probs) >= reference_prob  # stopped before that step's update
+                              seed=seed, stop_when=converged, weights=weights)
+    reached = min(covered) >= coverage  # stopped before that step's update
     path = out_dir / "warm_start"
     model.save_pretrained(str(path))
     tokenizer.save_pretrained(str(path))
-    return {"model": str(path), "tasks": [f"{t.scenario}/{t.task_idx}" for t in tasks], "samples": len(samples),
-            "longest_prompt_tokens": max(len(p) for p, _ in samples), "longest_turn_tokens": longest,
-            "steps": len(losses) - reached, "reached": reached,
-            "reference_prob": [round(p, 4) for p in probs], "first_loss": round(losses[0], 4),
-            "last_loss": round(losses[-1], 4), "wall_s": round(time.time() - started, 1)}
+    return {"model": str(path), "tasks": [f"{c.record.scenario}/{c.record.task_idx}" for c in chosen],
+            "episodes": len(episodes), "samples": len(samples), "longest_turn_tokens": longest,
+            "longest_prompt_tokens": max(len(p) for p, _ in samples), "steps": len(losses) - reached,
+            "reached": reached, "coverage": [round(p, 4) for p in covered],
+            "reference_prob": [round(p, 4) for p in reference],
+            "expected_pass_rate": round(sum(reference) / len(reference), 4), "first_loss": round(losses[0], 4),
+            "last_loss": round(losses[-1], 6), "wall_s": round(time.time() - started, 1)}
 
 
 def _tools(pool: Any, scenario: str) -> list[dict[str, Any]]:
@@ -182,8 +270,8 @@ def _tools(pool: Any, scenario: str) -> list[dict[str, Any]]:
         pool.release(handle)
 
 
-def bench_tasks(store_root: Path) -> list[Any]:
-    """The tasks the GRPO job will train on: the same selection as `run_training` makes from the config."""
+def trainable_tasks(store_root: Path) -> list[Any]:
+    """Every task of the demo environments the job could train on (verifier usable, audit passed), in order."""
     from awm_rl.training import tasks as T
 
     env = TRAIN_CONFIG["environments"]
@@ -191,35 +279,37 @@ def bench_tasks(store_root: Path) -> list[Any]:
     entries, _ = T.read_catalog(store)
     scenarios = T.select_environments(entries, env["scenarios"], None)
     excluded = T.audit_exclusions(store, scenarios, env["verifier_audit"], entries)
-    return T.training_tasks(store, scenarios, judge_mode=TRAIN_CONFIG["judge"]["mode"], excluded=excluded,
-                            max_tasks_per_scenario=env["max_tasks_per_scenario"])
+    return T.training_tasks(store, scenarios, judge_mode=TRAIN_CONFIG["judge"]["mode"], excluded=excluded)
 
 
 # -- one seed ----------------------------------------------------------------------------------------
-def train_config(store_root: Path, out_dir: Path, model_path: str, seed: int, steps: int) -> Any:
+def train_config(store_root: Path, catalog: Path, out_dir: Path, model_path: str, seed: int, steps: int) -> Any:
     from awm_rl.training.config import config_from_dict
 
     data = copy.deepcopy(TRAIN_CONFIG)
     data["model"] = {"path": model_path}
     data["output_dir"] = str(out_dir / "grpo")
     data["environments"]["store_root"] = str(store_root)
+    data["environments"]["catalog"] = str(catalog)
     data["grpo"].update(steps=steps, seed=seed)
     return config_from_dict(data, source="benchmarks/learn.py")
 
 
-def run_seed(store_root: Path, out_dir: Path, seed: int, steps: int, warm_steps: int) -> dict[str, Any]:
+def run_seed(store_root: Path, catalog: Path, out_dir: Path, seed: int, steps: int, warm_steps: int, chosen: list[Any],
+             listings: list[str]) -> dict[str, Any]:
     from awm_rl.training.job import run_training
 
     started = time.time()
-    warm = warm_start(store_root, out_dir, seed, warm_steps, WARM_START["reference_prob"])
+    warm = warm_start(out_dir, seed, chosen, listings, warm_steps, WARM_START["coverage"])
     _info(f"seed {seed}: warm start {warm['steps']} steps, loss {warm['first_loss']} -> {warm['last_loss']}, "
-          f"reference episodes' probability {warm['reference_prob']} in {warm['wall_s']}s")
+          f"episodes' probability per task {warm['coverage']}, the reference's {warm['reference_prob']} "
+          f"in {warm['wall_s']}s")
 
     def on_event(event: dict[str, Any]) -> None:
         if str(event.get("message", "")).startswith("step "):
             _info(f"seed {seed}: {event['message']}")
 
-    summary = run_training(train_config(store_root, out_dir, warm["model"], seed, steps), on_event=on_event)
+    summary = run_training(train_config(store_root, catalog, out_dir, warm["model"], seed, steps), on_event=on_event)
     records = [json.loads(line) for line in Path(summary["metrics_file"]).read_text(encoding="utf-8").splitlines()]
     result = curve_result([r["completion_rate"] for r in records])
     result.update({"seed": seed, "reward_mean": [r["reward_mean"] for r in records],
@@ -298,7 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     try:  # progress and whatever Ray's workers print go to stderr: stdout carries only the report
         with contextlib.redirect_stdout(sys.stderr):
             store_root, synth_s = _store(args.store, out)
-            runs = [run_seed(store_root, out / f"seed{seed}", seed, args.steps, args.warm_steps) for seed in args.seeds]
+            chosen, listings, decoys = choose_tasks(store_root, out)
+            _info(f"tasks {decoys['tasks']}, {DECOYS} decoys each confirmed failing by the verifier, in "
+                  f"{decoys['wall_s']}s: " + "; ".join(f"{d['argument']} {d['reference']!r} -> {d['decoy']!r}"
+                                                        for c in chosen for d in c.report()["decoys"]))
+            catalog = bench_catalog(store_root, chosen, out / "catalog.json")
+            runs = [run_seed(store_root, catalog, out / f"seed{seed}", seed, args.steps, args.warm_steps, chosen,
+                             listings) for seed in args.seeds]
     except BenchError as exc:
         print(f"awm bench learn: {exc}", file=sys.stderr)
         return 2
@@ -308,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     report = {**{k: runs[0][k] for k in ("steps", "pass_rate", "first", "last", "rise", "learned")},
               "all_learned": all(r["learned"] for r in runs), "min_rise": MIN_RISE, "window": WINDOW,
               "runs": runs, "store": str(store_root), "demo_synthesis_s": synth_s,
+              "warm_start": ("supervised, to convergence, on each task's reference solution replayed through the "
+                             f"loop and pool plus {DECOYS} decoy episodes: the reference with one argument value "
+                             "changed (another enum value, a value earlier tool results show for that key, or a "
+                             "neighbouring integer), each replayed and confirmed failing by the task's verifier"),
+              "decoys": decoys,
               "config": {"tokenizer": TOKENIZER, "warm_start": {**WARM_START, "max_steps": args.warm_steps},
                          "train": {**TRAIN_CONFIG, "grpo": {**TRAIN_CONFIG["grpo"], "steps": args.steps}}},
               "curve_png": str(plot_png(curves, out / "pass_rate.png")), "curve_ascii": str(out / "pass_rate.txt"),

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from awm_rl.agent.episode import Episode
 from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard_snapshot, run_episode
 from awm_rl.agent.policies import ScriptedPolicy
 from awm_rl.agent.qwen3 import call_tool_turn, list_tools_turn, render_turn
@@ -104,7 +105,6 @@ def replay_samples(pool: ToolEnvironments, policy: ScriptedPolicy, tasks: list[T
     """Replay `policy`'s script of each task through the real loop and pool; every turn of an episode
     that ended with a final answer becomes (prompt ids, target ids) exactly as a GRPO sample sees it.
     Returns the samples, the episodes run (tasks with a script) and those kept."""
-    eos = tokenizer.eos_token
     samples: list[tuple[list[int], list[int]]] = []
     ran = kept = 0
     for record in tasks:
@@ -116,23 +116,32 @@ def replay_samples(pool: ToolEnvironments, policy: ScriptedPolicy, tasks: list[T
         if episode.termination != "final_answer":
             continue
         kept += 1
-        for step in episode.steps:
-            prompt = render_prompt_ids(tokenizer, turn_context(episode.messages, step.turn, loop_config.window))
-            target = list(tokenizer(step.response + eos, add_special_tokens=False)["input_ids"])
-            samples.append((prompt, target))
+        samples += episode_samples(episode, tokenizer, loop_config.window)
     return samples, ran, kept
+
+
+def episode_samples(episode: Episode, tokenizer: Any, window: int | None) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, target ids) of every turn of `episode`, exactly as a GRPO sample of that turn sees it."""
+    eos = tokenizer.eos_token
+    out = []
+    for step in episode.steps:
+        prompt = render_prompt_ids(tokenizer, turn_context(episode.messages, step.turn, window))
+        out.append((prompt, list(tokenizer(step.response + eos, add_special_tokens=False)["input_ids"])))
+    return out
 
 
 def supervised_steps(model: Any, tokenizer: Any,  # noqa: ARG001 - unused (samples are token ids); 4 callers pass it
                      samples: list[tuple[list[int], list[int]]], *, steps: int,
                      learning_rate: float, seed: int = 0, target_loss: float | None = None,
-                     stop_when: Callable[[list[float]], bool] | None = None) -> list[float]:
+                     stop_when: Callable[[list[float]], bool] | None = None,
+                     weights: list[float] | None = None) -> list[float]:
     """AdamW steps (all samples per step) of next-token loss on the targets; returns the loss per step.
 
     Stops early once the loss is below `target_loss` (the loss curve of a tiny model at a high
     learning rate varies from run to run; a loss target gives a repeatable starting policy), or
     before the update of a step where `stop_when(summed target NLL of each sample, in nats)` holds
     (a partial warm start: e.g. once the reference turns have a given probability under the policy).
+    `weights` counts each sample that many times in the loss (identical turns of several episodes given once).
 
     Each prompt is encoded without gradient into a KV cache and only the target tokens run with
     gradient: the turn format is learnt from the real, full contexts at a fraction of the cost
@@ -146,24 +155,28 @@ def supervised_steps(model: Any, tokenizer: Any,  # noqa: ARG001 - unused (sampl
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate,
                                   weight_decay=0.0)
-    total = sum(len(t) for _, t in samples)
+    weights = weights or [1.0] * len(samples)
+    if len(weights) != len(samples):
+        raise ValueError(f"warm start: {len(weights)} weights for {len(samples)} samples")
+    total = sum(w * len(t) for w, (_, t) in zip(weights, samples, strict=True))
     losses = []
     model.train()
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0
         nll: list[float] = []
-        for prompt, target in samples:
+        for weight, (prompt, target) in zip(weights, samples, strict=True):
             with torch.no_grad():
                 cache = model(input_ids=torch.tensor([prompt[:-1]], device=device), use_cache=True).cache
             inputs = torch.tensor([[prompt[-1]] + target[:-1]], device=device)
             positions = torch.arange(len(prompt) - 1, len(prompt) - 1 + inputs.size(1), device=device).unsqueeze(0)
             logits = model(input_ids=inputs, cache=cache, position_ids=positions, use_cache=False).logits[0]
-            loss = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(target, device=device),
-                                                     reduction="sum") / total
+            summed = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(target, device=device),
+                                                       reduction="sum")
+            loss = summed * (weight / total)
             loss.backward()
             step_loss += loss.item()
-            nll.append(loss.item() * total)
+            nll.append(summed.item())
         if stop_when is not None and stop_when(nll):
             losses.append(step_loss)
             break
