@@ -28,7 +28,7 @@ def tiny_run(training_store, ray_address, tmp_path_factory):
            "RAY_ADDRESS": ray_address}
     env.pop("CONFIG", None)
     proc = subprocess.run(["bash", str(PROJECT_ROOT / "scripts" / "train_single_gpu.sh")], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=480)
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
     return out, proc.stdout
 
