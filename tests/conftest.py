@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,17 @@ def pytest_collection_modifyitems(config, items):
         return unit != "process_trees", -UNIT_SECONDS.get(unit, 0), unit not in slow
 
     items.sort(key=order)
+
+
+def kill_process_groups(procs) -> None:
+    """SIGKILL the whole process group of each of `procs` (started with start_new_session) and reap them: a test's
+    daemons or nodes leave no child behind, whatever the test did to them."""
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
 
 
 def daemon_dagster_home(dagster_home: Path) -> Path:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ import pytest
 import yaml
 
 from tests.cluster.conftest import add_worker_node
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, kill_process_groups
 from tests.faults.test_daemon_kill import _check_whole, _failure_message, _snapshot, _steps
 
 pytestmark = pytest.mark.slow
@@ -254,12 +253,7 @@ def test_synth_cluster_runs_on_worker_nodes_and_survives_a_lost_node(two_node_cl
         for pool in pools:
             pool.close()
         ray.shutdown()  # before the cluster's shutdown, which refuses to stop the node a driver is attached to
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=30)
+        kill_process_groups(procs)
     output = (tmp_path / "synth.out").read_text()
     story = "\n".join(timeline)
     print("\n" + story)

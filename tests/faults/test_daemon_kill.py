@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import PROJECT_ROOT, TEST_SENSOR_INTERVAL_S, daemon_dagster_home
+from tests.conftest import PROJECT_ROOT, TEST_SENSOR_INTERVAL_S, daemon_dagster_home, kill_process_groups
 
 pytestmark = pytest.mark.slow
 
@@ -239,12 +239,7 @@ def test_daemon_killed_mid_backfill_and_restarted(tmp_path, monkeypatch):
             time.sleep(1)
         note("settled")
     finally:
-        for proc in daemons:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=30)
+        kill_process_groups(daemons)
     final = {r.run_id: r for r in runs()}
     for rid in sorted(lost):
         note(f"{rid[:8]} failure: {_failure_message(instance, rid)}")
