@@ -118,6 +118,8 @@ def test_kept_versions_are_listed_with_what_changed_vs_the_current_catalog(store
     assert lines[2].startswith("0badf11e0badf11e  unreadable:")
     as_json = CliRunner().invoke(app, ["catalog", "--versions", "--json"])
     assert [v["digest"] for v in json.loads(as_json.output)] == [new, old, "0badf11e0badf11e"]
+    refused = CliRunner().invoke(app, ["catalog", "--versions", "--ready"])
+    assert refused.exit_code == 2 and "--ready does not apply to --versions" in refused.output
     store.catalog_path.unlink()  # before any catalog.json: nothing to compare with
     assert describe_catalog_versions(store)[0]["changed_vs_current"] is None
 
