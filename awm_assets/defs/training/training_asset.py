@@ -8,6 +8,7 @@ resolves the config and resource annotations at definition time.
 """
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import yaml
@@ -16,6 +17,9 @@ from pydantic import Field
 from awm_assets.defs.shared.resources import RayResource, StoreResource
 from awm_assets.defs.shared.ui_tables import asset_link, key_value_table, records_table
 from awm_resources.store import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from awm_rl.training.config import RolloutConfig
 
 DEFAULT_CONFIG = "configs/tiny-cpu.yaml"
 # The step metrics a researcher watches first: live as observations during the run, and in the final table.
@@ -99,7 +103,7 @@ def grpo_training(context: dg.AssetExecutionContext, config: TrainingRunConfig, 
     from awm_rl.training.metrics import read_metrics
 
     per_step = read_metrics(Path(summary["output_dir"]))
-    bfcl = _bfcl_over_steps(context, config, per_step, Path(summary["output_dir"]))
+    bfcl = _bfcl_over_steps(context, config, per_step, Path(summary["output_dir"]), cfg.rollout)
     catalog = summary["catalog"]
     return dg.MaterializeResult(
         metadata={
@@ -167,8 +171,10 @@ def curriculum_metadata(curriculum: dict | None, per_step: list[dict]) -> dict:
 
 
 def _bfcl_over_steps(context: dg.AssetExecutionContext, config: TrainingRunConfig, per_step: list[dict],
-                     out_dir: Path) -> dict:
-    """Metadata of the BFCL curve over the run's checkpoints (empty when not asked for)."""
+                     out_dir: Path, rollout: "RolloutConfig") -> dict:
+    """Metadata of the BFCL curve over the run's checkpoints (empty when not asked for). Each checkpoint answers
+    with the response budget and temperature it was trained with (`rollout`): a point of the curve measures the
+    policy as trained, and a checkpoint that never learned to stop does not sample BFCL's 2,048-token default."""
     if not config.bfcl_categories:
         return {}
     from awm_rl.bfcl.over_training import checkpoints_by_step, evaluate_checkpoints, plot_over_steps
@@ -180,7 +186,8 @@ def _bfcl_over_steps(context: dg.AssetExecutionContext, config: TrainingRunConfi
         return {}
     try:
         rows = evaluate_checkpoints(checkpoints, list(config.bfcl_categories), out_dir=out_dir / "bfcl",
-                                    limit=config.bfcl_limit or None)
+                                    limit=config.bfcl_limit or None, max_new_tokens=rollout.max_response_tokens,
+                                    temperature=rollout.temperature)
     except BFCLPolicyError as exc:
         raise dg.Failure(description=f"BFCL over training steps: {exc}", allow_retries=False) from None
     for row in rows:
