@@ -13,7 +13,7 @@ from awm_resources.settings import load_time_values
 defs = dg.Definitions.merge(
     synthesis.defs, catalog.defs, training.defs, evaluation.defs, evolve.defs, bfcl.defs, repair.defs, runs.defs,
     dg.Definitions(resources=build_resources(),
-                   executor=default_executor(),  # None locally (Dagster's default); dagster-ray's with AWM_EXECUTOR=ray
+                   executor=default_executor(),  # forkserver multiprocess locally; dagster-ray's with AWM_EXECUTOR=ray
                    # Read once, here (executor, retries, sensor intervals): a change needs a reload of the location.
                    metadata={f"{name} (read at load)": value or "(unset)" for name, value in load_time_values().items()}),
 )

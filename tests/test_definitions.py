@@ -97,13 +97,15 @@ def test_executor_selected_by_configuration():
     on dagster-ray's executor with the store and instance locations forwarded to the steps."""
     code = ("import json; from awm_assets.definitions import defs; from awm_assets.defs.shared.executors import ray_executor_config; "
             "print(json.dumps({j: defs.resolve_job_def(j).executor_def.name for j in "
-            "['generate_scenarios', 'synthesize_scenario', 'refresh_catalog']} | {'cfg': ray_executor_config()}))")
+            "['generate_scenarios', 'synthesize_scenario', 'refresh_catalog']} | {'cfg': ray_executor_config(), "
+            "'default': defs.resolve_implicit_global_asset_job_def().executor_def.name}))")
     base = {k: v for k, v in os.environ.items() if not k.startswith("AWM_RAY")}
     local = subprocess.run([sys.executable, "-c", code], env={**base, "AWM_EXECUTOR": "local"}, cwd=PROJECT_ROOT,
                            capture_output=True, text=True, timeout=180)
     assert local.returncode == 0, local.stderr
     jobs = __import__("json").loads(local.stdout.strip().splitlines()[-1])
-    assert jobs["synthesize_scenario"] == "in_process" and jobs["refresh_catalog"] == "multi_or_in_process_executor"
+    assert jobs["synthesize_scenario"] == "in_process" and jobs["refresh_catalog"] == jobs["generate_scenarios"] == "in_process"
+    assert jobs["default"] == "multiprocess_forkserver"  # automation and UI asset runs: steps forked, not spawned
     env = {**base, "AWM_EXECUTOR": "ray", "AWM_HOME": "/shared/awm", "DAGSTER_HOME": "/shared/dagster",
            "AWM_RAY_JOBS_ADDRESS": "http://head:8265", "AWM_RAY_STEP_RESOURCES": '{"cpu_worker": 1}'}
     ray = subprocess.run([sys.executable, "-c", code], env=env, cwd=PROJECT_ROOT, capture_output=True, text=True,

@@ -159,7 +159,7 @@ def test_config_section():
 
 
 @pytest.mark.slow
-def test_a_curriculum_run_on_the_demo_logs_its_choices(demo_synthesis, tmp_path):
+def test_a_curriculum_run_on_the_demo_logs_its_choices(demo_pristine, tmp_path):
     """Two real GRPO steps (untrained tiny model, code judge, Ray pool) with the curriculum on: the first step's
     tasks come from the band of the records the run started from, every group (all format errors: no reward
     variance) is dropped and refilled once, and every rollout lands in the difficulty records by step."""
@@ -168,7 +168,7 @@ def test_a_curriculum_run_on_the_demo_logs_its_choices(demo_synthesis, tmp_path)
     from awm_rl.training.job import run_training
 
     root = tmp_path / "store"
-    shutil.copytree(demo_synthesis["pristine"], root)
+    shutil.copytree(demo_pristine, root)
     store = ArtifactStore(root)
     # an evaluation found music_playlists/0 always solved: outside the band, so never chosen (weight 0)
     record_rollouts(store, run="evaluation-earlier", source="evaluation", policy="reference", part="episodes",

@@ -30,9 +30,9 @@ def small_bench(monkeypatch):
     return learn
 
 
-def test_decoys_fail_the_verifier_json_shape_and_no_signal_no_update(small_bench, demo_synthesis, tmp_path):
+def test_decoys_fail_the_verifier_json_shape_and_no_signal_no_update(small_bench, demo_pristine, tmp_path):
     store = tmp_path / "store"
-    shutil.copytree(demo_synthesis["pristine"], store)
+    shutil.copytree(demo_pristine, store)
     code = small_bench.main(["--steps", "2", "--store", str(store), "--output", str(tmp_path / "out"), "--json"])
     report = json.loads((tmp_path / "out" / "learn.json").read_text(encoding="utf-8"))
     assert code == 1 and report["all_learned"] is False  # an untrained policy learns nothing in 2 steps
