@@ -196,6 +196,11 @@ class ClusterSettings(Section):
     ray_step_env: tuple[str, ...] = setting((), "Comma-separated names of extra variables forwarded to the steps "
                                             "and the training job (besides those of 'Variables forwarded to Ray').",
                                             load_time=True)
+    torch_threads: PositiveInt | None = setting(None, "torch CPU threads of a trainer on CPU and of the in-process "
+                                                "transformers policies, where a training config sets no "
+                                                "ray.torch_threads; default every core. 1 where several CPU-bound "
+                                                "processes share the cores (make test's two workers): idle torch "
+                                                "threads spin and take the CPU from the others.")
     shared_check: bool = setting(True, "off: skip the check, when a process connects to the cluster at "
                                  "RAY_ADDRESS, that every alive node has the artifact store, the Dagster instance "
                                  "and the project with its venv at this process's paths (awm_resources/"

@@ -25,6 +25,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # the sandboxed environment workers under them would get the CPU last and meet their call timeouts.
 os.environ.setdefault("RAY_worker_niceness", "0")
 
+# make test's two pytest workers share 2 cores: torch in a trainer or policy takes one thread (AWM_TORCH_THREADS),
+# as every core each, their idle threads spin and took twice the CPU for the same training (measured: a trainer
+# actor 106 s of CPU alone, 200 s beside the other worker).
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("AWM_TORCH_THREADS", "1")
+
 # Tests that wait on daemon-launched runs: sensors look every 4 s (30 s by default) and queued runs start
 # within a second (Dagster's default checks every 5 s); a serial suite otherwise sits idle between ticks.
 TEST_SENSOR_INTERVAL_S = "4"

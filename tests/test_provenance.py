@@ -153,15 +153,22 @@ def test_run_provenance_names_the_catalog_and_every_version_now(store):
     assert run_provenance(store, ["alpha"], None)["catalog_digest"] is None
 
 
-def test_catalog_asset_versions_the_catalog_and_train_refuses_a_changed_one(demo_synthesis, tmp_path, capsys):
-    """The demo's environment_catalog run: its data version is the catalog digest, kept as a version file whose
-    entries carry each environment's version; `awm train --catalog-version` on a copy where one environment was
-    repaired since fails before training, naming it."""
+def test_catalog_asset_versions_the_catalog_and_train_refuses_a_changed_one(demo_pristine, tmp_path, capsys):
+    """The environment_catalog run on the synthesized demo: its data version is the catalog digest, kept as a
+    version file whose entries carry each environment's version; `awm train --catalog-version` on a copy where one
+    environment was repaired since fails before training, naming it."""
+    import dagster as dg
+
+    from awm_assets.defs.catalog.catalog_asset import environment_catalog
     from awm_resources.documents import Catalog, read
     from awm_rl.training.commands import train_main
+    from tests.test_synthesis import resources
 
-    [mat] = demo_synthesis["catalog"].asset_materializations_for_node("environment_catalog")
-    root = demo_synthesis["pristine"]
+    root = tmp_path / "demo"
+    shutil.copytree(demo_pristine, root)
+    (root / "catalog.json").unlink()
+    result = dg.materialize([environment_catalog], instance=dg.DagsterInstance.ephemeral(), resources=resources(root))
+    [mat] = result.asset_materializations_for_node("environment_catalog")
     catalog = json.loads((root / "catalog.json").read_text())
     digest = catalog["digest"]
     assert mat.tags["dagster/data_version"] == mat.metadata["catalog_digest"].value == digest

@@ -174,8 +174,13 @@ class TransformersPolicy:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, **kwargs: Any) -> TransformersPolicy:
+        import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from awm_resources.settings import load_settings
+
+        if threads := load_settings().cluster.torch_threads:  # AWM_TORCH_THREADS: cores shared with others
+            torch.set_num_threads(threads)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         model = AutoModelForCausalLM.from_pretrained(str(path))
         model.eval()

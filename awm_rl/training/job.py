@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from awm_resources.provenance import CatalogVersionError, catalog_version_path, run_provenance, verify_catalog_version
+from awm_resources.settings import load_settings
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.training.config import TrainConfig
 from awm_rl.training.metrics import (
@@ -248,8 +249,9 @@ def run_training(config: TrainConfig, on_event: EventSink | None = None) -> dict
     if rank == 0:
         atomic_write_json(out_dir / "config.json", config.model_dump())
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    if config.ray.torch_threads or not cuda_available():
-        torch.set_num_threads(config.ray.torch_threads or max(1, os.cpu_count() or 1))
+    threads = config.ray.torch_threads or load_settings().cluster.torch_threads
+    if threads or not cuda_available():
+        torch.set_num_threads(threads or max(1, os.cpu_count() or 1))
 
     # -- tasks ---------------------------------------------------------------------------------------
     store = ArtifactStore(config.store_root())
