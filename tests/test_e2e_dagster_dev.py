@@ -142,7 +142,7 @@ class DevServer:
             self.proc.wait(timeout=30)
 
 
-def _wait(server: DevServer, what: str, predicate, timeout_s: float):
+def _wait(server: DevServer, what: str, predicate, timeout_s: float, *, poll_s: float = 2):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -150,7 +150,7 @@ def _wait(server: DevServer, what: str, predicate, timeout_s: float):
                 return value
         except OSError:  # the webserver is not answering yet
             pass
-        time.sleep(2)
+        time.sleep(poll_s)
     server.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
@@ -227,14 +227,19 @@ def dagster_dev(postgres, tmp_path_factory):
         server.backfill_id = launched["backfillId"]
 
         def settled() -> bool:
+            """One query while runs are in flight (each poll costs the webserver CPU the daemon's runs need on a
+            2-core machine); the catalog's and the backfill's state once none is."""
             server.runs = server.runs_now()
+            if [r for r in server.runs if r["status"] in IN_PROGRESS] or server.catalog_environments() < 3:
+                return False
             mats = _graphql(port, CATALOG_MATERIALIZATIONS)["assetOrError"].get("assetMaterializations") or []
             server.catalog_runs = [m["runId"] for m in mats]
             server.backfill_status = _graphql(port, BACKFILL_STATUS, {"id": server.backfill_id})[
                 "partitionBackfillOrError"]["status"]
             return server.settled()
 
-        _wait(server, "the demo batch's synthesis and the second batch's backfill", settled, SETTLE_WITHIN_S)
+        _wait(server, "the demo batch's synthesis and the second batch's backfill", settled, SETTLE_WITHIN_S,
+              poll_s=3)
         yield server
     finally:
         server.stop()

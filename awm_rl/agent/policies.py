@@ -171,16 +171,17 @@ class TransformersPolicy:
         self.name = name
         self.seed = seed
         self._lock = threading.Lock()
-
-    @classmethod
-    def from_pretrained(cls, path: str | Path, **kwargs: Any) -> TransformersPolicy:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         from awm_resources.settings import load_settings
 
         if threads := load_settings().cluster.torch_threads:  # AWM_TORCH_THREADS: cores shared with others
+            import torch
+
             torch.set_num_threads(threads)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs: Any) -> TransformersPolicy:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         model = AutoModelForCausalLM.from_pretrained(str(path))
         model.eval()
