@@ -217,7 +217,8 @@ class RayConfig(_Section):
     address: str | None = None
     trainer_num_gpus: float = Field(default=0, ge=0, description="GPUs of the trainer actor (0 on CPU machines)")
     trainer_num_cpus: float = Field(default=1, ge=0)
-    torch_threads: int | None = Field(default=None, description="torch CPU threads in the trainer (default: AWM_TORCH_THREADS, else all cores)")
+    torch_threads: int | None = Field(default=None, description="torch CPU threads in the trainer (default: "
+                                      "AWM_TORCH_THREADS, else all cores)")
     in_process: bool = Field(default=False, description="run the trainer in the calling process instead of an actor")
     trainer_workers: int = Field(default=1, ge=1, description="data-parallel trainer processes (Ray Train "
                                  "TorchTrainer workers, each with trainer_num_gpus GPUs); 1: a single trainer actor")

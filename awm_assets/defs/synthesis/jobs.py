@@ -8,7 +8,8 @@ from awm_resources.store import PIPELINE_STAGES
 # Each job's executor: as listed here locally; dagster-ray's executor when AWM_EXECUTOR=ray (defs/shared/executors.py).
 
 generate_scenarios_job = dg.define_asset_job(
-    "generate_scenarios", selection=dg.AssetSelection.assets("scenario_generation"), executor_def=job_executor(dg.in_process_executor),
+    "generate_scenarios", selection=dg.AssetSelection.assets("scenario_generation"),
+    executor_def=job_executor(dg.in_process_executor),
     description="Scenario generation for one seed batch.")
 
 synthesize_scenario_job = dg.define_asset_job(
