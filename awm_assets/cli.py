@@ -142,10 +142,10 @@ def catalog(as_json: bool = typer.Option(False, "--json"),
     from awm_assets.synthesis.catalog import build_catalog, catalog_up_to_date, written_catalog
     from awm_resources.store import ArtifactStore
 
-    # The refresh_catalog job (quality gate + catalog.json), recorded in the Dagster instance; none when its
-    # files were written from the store as it is now (it would write them again), which needs no Dagster.
     if versions and ready:
         _fail("catalog", "--ready does not apply to --versions: a kept catalog version holds only ready environments")
+    # The refresh_catalog job (quality gate + catalog.json), recorded in the Dagster instance; none when its
+    # files were written from the store as it is now (it would write them again), which needs no Dagster.
     store = ArtifactStore()
     if refresh and not catalog_up_to_date(store):
         from awm_assets.inprocess import bound_store, refresh_catalog
