@@ -230,7 +230,7 @@ def dagster_dev(postgres, tmp_path_factory):
             """One query while runs are in flight (each poll costs the webserver CPU the daemon's runs need on a
             2-core machine); the catalog's and the backfill's state once none is."""
             server.runs = server.runs_now()
-            if [r for r in server.runs if r["status"] in IN_PROGRESS] or server.catalog_environments() < 3:
+            if any(r["status"] in IN_PROGRESS for r in server.runs) or server.catalog_environments() < 3:
                 return False
             mats = _graphql(port, CATALOG_MATERIALIZATIONS)["assetOrError"].get("assetMaterializations") or []
             server.catalog_runs = [m["runId"] for m in mats]
