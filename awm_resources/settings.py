@@ -177,6 +177,8 @@ class EmbeddingSettings(Section):
     api_key: str | None = setting(None, "API key of the embedding model's provider.", repr=False)
     path: Path | None = setting(None, "A sentence-transformers model folder used instead of the bundled "
                                 "all-MiniLM-L6-v2.", env="AWM_EMBEDDER_PATH")
+    cache: Path | None = setting(None, "SQLite file of embeddings already computed, by model and text (every batch "
+                                 "embeds the whole catalog again); default <home>/embedding_cache.sqlite.")
 
 
 class ClusterSettings(Section):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,19 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 # actor 106 s of CPU alone, 200 s beside the other worker).
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.setdefault("AWM_TORCH_THREADS", "1")
+
+# One embedding cache for the whole run (both xdist workers, every store and subprocess), as a user's runs share
+# theirs: the first scenario generation loads the model, the others find their texts (the cache is tested in
+# tests/test_definitions.py). Without it each `awm synth`, `dagster dev` or cluster run paid the model's load.
+# Set in the controller, which loads this file first; the workers inherit it.
+EMBEDDING_CACHE_DIR = Path(tempfile.gettempdir()) / f"awm-tests-{os.getpid()}"
+os.environ.setdefault("AWM_EMBEDDING_CACHE", str(EMBEDDING_CACHE_DIR / "embedding_cache.sqlite"))
+
+
+def pytest_sessionfinish(session):
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller (or a run without xdist), after every worker
+        shutil.rmtree(EMBEDDING_CACHE_DIR, ignore_errors=True)
+
 
 # Tests that wait on daemon-launched runs: sensors look every 4 s (30 s by default) and queued runs start
 # within a second (Dagster's default checks every 5 s); a serial suite otherwise sits idle between ticks.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -63,6 +64,55 @@ def test_bundled_embedder_loads_offline_and_separates_domains():
     assert vecs.shape == (3, 384)
     sims = vecs @ vecs.T
     assert sims[0, 1] > 0.6 and sims[0, 2] < 0.4
+
+
+SHOP, STORE, GYM = ("An online shop selling shoes and handbags", "An e-commerce store for footwear and bags",
+                    "A fitness tracker logging workouts")
+
+
+class CountingEmbedder:
+    """The real embedder, with the texts it was asked for recorded."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.asked = inner, inner.name, []
+
+    @property
+    def cache_key(self):
+        return self.inner.cache_key
+
+    def embed(self, texts):
+        self.asked.append(list(texts))
+        return self.inner.embed(texts)
+
+
+def test_cached_embedder_asks_the_model_only_for_new_texts_and_a_known_batch_never_loads_it(tmp_path):
+    from awm_resources.embedder import ApiEmbedder, CachedEmbedder, Embedder
+
+    cache = tmp_path / "embedding_cache.sqlite"
+    model = CountingEmbedder(Embedder())
+    first = CachedEmbedder(model, cache).embed([SHOP, STORE, SHOP])
+    assert model.asked == [[SHOP, STORE]]  # each text once
+    assert first.shape == (3, 384) and (first[0] == first[2]).all()
+    assert abs(first - model.inner.embed([SHOP, STORE, SHOP])).max() < 1e-6
+    again = CachedEmbedder(model, cache).embed([STORE, GYM])
+    assert model.asked[1:] == [[GYM]] and (again[0] == first[1]).all()
+
+    # another process with the same file: every text known, so sentence-transformers is never imported
+    code = ("import json, sys; from awm_resources.embedder import CachedEmbedder, Embedder; "
+            f"v = CachedEmbedder(Embedder(), {str(cache)!r}).embed(json.loads(sys.argv[1])); "
+            "print(json.dumps({'loaded': 'sentence_transformers' in sys.modules, 'vecs': v.tolist()}))")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps([GYM, SHOP])], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["loaded"] is False
+    assert report["vecs"] == [again[1].tolist(), first[0].tolist()]
+
+    # another model is another key: an API model's vectors never come from the local model's rows
+    api = CachedEmbedder(ApiEmbedder("openai/text-embedding-3-large", timeout_s=5), cache)
+    assert api.inner.cache_key != model.cache_key
+    with pytest.raises(RuntimeError, match="text-embedding-3-large"):  # no key, no network: asked, not cached
+        api.embed([SHOP])
 
 
 def test_catalog_refreshes_declaratively_over_partially_synthesized_scenarios():

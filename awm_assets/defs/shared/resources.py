@@ -81,15 +81,19 @@ class EmbedderResource(dg.ConfigurableResource):
                                           "this model (default: the synthesis setting, 0.85)")
     model_path: str | None = Field(default=None, description="sentence-transformers folder; default: the bundled MiniLM")
     device: str = "cpu"
+    cache: str | None = Field(default=None, description="SQLite file of computed embeddings, by model and text; "
+                              "default $AWM_HOME/embedding_cache.sqlite")
 
-    _embedder: Any = PrivateAttr(default=None)  # Embedder | ApiEmbedder, imported on first use (numpy)
+    _embedder: Any = PrivateAttr(default=None)  # CachedEmbedder, imported on first use (numpy)
 
     def get_embedder(self) -> Any:
         if self._embedder is None:
-            from awm_resources.embedder import ApiEmbedder, Embedder
+            from awm_resources.embedder import ApiEmbedder, CachedEmbedder, Embedder
 
-            self._embedder = (ApiEmbedder(self.model, api_base=self.api_base or None, api_key=self.api_key or None)
-                              if self.model else Embedder(Path(self.model_path) if self.model_path else None, self.device))
+            inner = (ApiEmbedder(self.model, api_base=self.api_base or None, api_key=self.api_key or None)
+                     if self.model else Embedder(Path(self.model_path) if self.model_path else None, self.device))
+            self._embedder = CachedEmbedder(inner, Path(self.cache) if self.cache
+                                            else default_home() / "embedding_cache.sqlite")
         return self._embedder
 
 
