@@ -8,6 +8,7 @@ file TRL recognises, so GRPOTrainer's tool-call parsing works). Built once per c
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,21 +69,32 @@ def build_tokenizer(vocab_size: int = 1024, *, extra_texts: Sequence[str] = (), 
     return tokenizer
 
 
+def tiny_model_folder(cache_dir: Path | str | None = None, *, vocab_size: int = 1024, extra_texts: Sequence[str] = (),
+                      merge_across_words: bool = False) -> Path:
+    """Where `build_tiny_qwen3` keeps the model built with these arguments: `cache_dir/tiny-qwen3`, or, for a
+    tokenizer fitted to other texts, `tiny-qwen3-<digest of them>` (each set of texts its own tokenizer)."""
+    if cache_dir is None:
+        from awm_resources.store import default_home
+
+        cache_dir = default_home() / "models"
+    if not extra_texts and not merge_across_words and vocab_size == 1024:
+        return Path(cache_dir) / MODEL_FOLDER
+    digest = hashlib.sha256(json.dumps([vocab_size, merge_across_words, list(extra_texts)]).encode()).hexdigest()
+    return Path(cache_dir) / f"{MODEL_FOLDER}-{digest[:12]}"
+
+
 def build_tiny_qwen3(cache_dir: Path | str | None = None, *, seed: int = 0, hidden_size: int = 64,
                      layers: int = 2, vocab_size: int = 1024, extra_texts: Sequence[str] = (),
                      merge_across_words: bool = False) -> tuple[Any, Any]:
-    """(model, tokenizer): loaded from `cache_dir/tiny-qwen3` when present, else built and saved there.
+    """(model, tokenizer): loaded from `tiny_model_folder(...)` when present, else built and saved there.
 
     `cache_dir` defaults to `$AWM_HOME/models`; `extra_texts` and `merge_across_words` go to `build_tokenizer`.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
 
-    if cache_dir is None:
-        from awm_resources.store import default_home
-
-        cache_dir = default_home() / "models"
-    folder = Path(cache_dir) / MODEL_FOLDER
+    folder = tiny_model_folder(cache_dir, vocab_size=vocab_size, extra_texts=extra_texts,
+                               merge_across_words=merge_across_words)
     if (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file():
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
         model = AutoModelForCausalLM.from_pretrained(str(folder))

@@ -112,3 +112,24 @@ def test_history_aware_samples_carry_only_their_turn(tiny_run):
             assert sample["loss_tokens"] > 0 and sample["reward"] == pytest.approx(episode["reward"], abs=1e-6)
             checked += 1
     assert checked >= 32
+
+
+@pytest.mark.slow
+def test_the_tiny_tokenizer_is_fitted_to_the_runs_listings(tiny_run):
+    """The tiny policy's tokenizer was trained on these environments' tool listings with merges across words:
+    a listing is a few hundred tokens (the generic tokenizer of `build_tiny_qwen3()` made the longest prompt
+    2,908 tokens), and the generic one is not what the run used."""
+    from transformers import AutoTokenizer
+
+    from awm_rl.tiny_model import build_tokenizer
+
+    out, stdout = tiny_run
+    assert "policy " in stdout and "/models/tiny-qwen3-" in stdout  # a folder per fitted tokenizer
+    fitted = AutoTokenizer.from_pretrained(str(out / "final"))
+    samples = [json.loads(line) for step in ("step_0001", "step_0002")
+               for line in (out / "steps" / step / "samples.jsonl").read_text().splitlines()]
+    prompts = [s["prompt_text"] for s in samples if not s["padding"]]
+    longest = max(prompts, key=len)
+    generic = build_tokenizer()
+    assert len(fitted(longest)["input_ids"]) * 2.5 < len(generic(longest)["input_ids"])
+    assert max(s["prompt_tokens"] for s in samples) < 1200
