@@ -16,12 +16,13 @@ from tests.conftest import PROJECT_ROOT
 
 
 @pytest.mark.slow
-def test_two_trainer_workers_on_gloo(training_store, tmp_path, monkeypatch):
+def test_two_trainer_workers_on_gloo(training_store, ray_address, tmp_path, monkeypatch):
+    """On the session's Ray cluster (a cluster of its own cost a start and its idle daemons)."""
     from awm_rl.training import launch_training, load_config
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_ADDRESS", ray_address)
     out = tmp_path / "run"
     config = load_config(PROJECT_ROOT / "configs" / "tiny-cpu.yaml", {
         "environments": {"store_root": str(training_store.root)}, "output_dir": str(out),
