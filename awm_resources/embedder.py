@@ -114,13 +114,20 @@ class CachedEmbedder:
         self.inner, self.path = inner, Path(path)
         self.name = inner.name
         self._key: str | None = None
+        self._ready = False  # the file is in WAL mode and has the table (checked once per instance)
 
     def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)  # autocommit
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL, text_sha TEXT NOT NULL, "
-                     "vec BLOB NOT NULL, PRIMARY KEY (model, text_sha)) WITHOUT ROWID")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)  # autocommit
+            if not self._ready:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL, text_sha TEXT NOT NULL, "
+                             "vec BLOB NOT NULL, PRIMARY KEY (model, text_sha)) WITHOUT ROWID")
+                self._ready = True
+        except (OSError, sqlite3.Error) as exc:
+            raise RuntimeError(f"the embedding cache {self.path} (AWM_EMBEDDING_CACHE) cannot be used: "
+                               f"{type(exc).__name__}: {exc}") from exc
         return conn
 
     def embed(self, texts: list[str]) -> np.ndarray:

@@ -125,7 +125,7 @@ def choose_tasks(store_root: Path, out_dir: Path) -> tuple[list[Any], list[str],
     """Per demo scenario, the first trainable task (in task order) with a reference solution that its verifier
     passes and DECOYS decoys it fails (awm_rl.training.decoys), replayed through the real loop and pool.
     Returns those TaskDecoys, the compact tool listings (for the tokenizer) and a report of every task tried."""
-    from awm_rl.agent.loop import LoopConfig
+    from awm_rl.agent.loop import LoopConfig, scenario_tools
     from awm_rl.reward.judge import Judge
     from awm_rl.runtime.pool import EnvironmentPool
     from awm_rl.training.decoys import build_decoys
@@ -161,7 +161,7 @@ def choose_tasks(store_root: Path, out_dir: Path) -> tuple[list[Any], list[str],
             else:
                 raise BenchError(f"no task of {scenario!r} has a reference solution ({SOLUTIONS}) that its verifier "
                                  f"passes and {DECOYS} decoys it fails: {json.dumps(tried)[-1500:]}")
-        listings = [json.dumps(_tools(view, s), ensure_ascii=False) for s in DEMO_SCENARIOS]
+        listings = [json.dumps(scenario_tools(view, s), ensure_ascii=False) for s in DEMO_SCENARIOS]
     finally:
         pool.close()
     return chosen, listings, {"tasks": [f"{c.record.scenario}/{c.record.task_idx}" for c in chosen],
@@ -260,14 +260,6 @@ def warm_start(out_dir: Path, seed: int, chosen: list[Any], listings: list[str],
             "reference_prob": [round(p, 4) for p in reference],
             "expected_pass_rate": round(sum(reference) / len(reference), 4), "first_loss": round(losses[0], 4),
             "last_loss": round(losses[-1], 6), "wall_s": round(time.time() - started, 1)}
-
-
-def _tools(pool: Any, scenario: str) -> list[dict[str, Any]]:
-    handle = pool.acquire(scenario)
-    try:
-        return pool.list_tools(handle)
-    finally:
-        pool.release(handle)
 
 
 def trainable_tasks(store_root: Path) -> list[Any]:

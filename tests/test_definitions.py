@@ -114,6 +114,13 @@ def test_cached_embedder_asks_the_model_only_for_new_texts_and_a_known_batch_nev
     with pytest.raises(RuntimeError, match="text-embedding-3-large"):  # no key, no network: asked, not cached
         api.embed([SHOP])
 
+    # a cache file that is not SQLite: an error naming it and the setting, and the file left as it was
+    bad = tmp_path / "notes.txt"
+    bad.write_text("my notes")
+    with pytest.raises(RuntimeError, match=r"embedding cache .*notes.txt \(AWM_EMBEDDING_CACHE\) cannot be used"):
+        CachedEmbedder(model, bad).embed([SHOP])
+    assert bad.read_text() == "my notes"
+
 
 def test_catalog_refreshes_declaratively_over_partially_synthesized_scenarios():
     """One scenario complete, another with no stage at all (still synthesizing, given up or imported

@@ -60,6 +60,15 @@ class ToolEnvironments(Protocol):
     def release(self, handle: Any) -> None: ...
 
 
+def scenario_tools(pool: ToolEnvironments, scenario: str) -> list[dict[str, Any]]:
+    """A scenario's tool listing as the policy reads it, from an instance acquired for it and released."""
+    handle = pool.acquire(scenario)
+    try:
+        return pool.list_tools(handle)
+    finally:
+        pool.release(handle)
+
+
 @dataclass
 class UserTurn:
     """The next user message of a multi-turn episode; `tools`: the whole tool list when it changed."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from awm_rl.agent.episode import Episode
-from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard_snapshot, run_episode
+from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard_snapshot, run_episode, scenario_tools
 from awm_rl.agent.policies import ScriptedPolicy, solution_turns
 from awm_rl.reward.judge import Judge
 from awm_rl.reward.tasks import TaskRecord
@@ -137,11 +137,7 @@ def build_decoys(pool: ToolEnvironments, judge: Judge, record: TaskRecord, solut
         return None
     reference.episode, reference.classification = episode, verdict.classification
     results = [s.tool.text if s.tool else "" for s in episode.steps[1:1 + len(reference.calls)]]
-    handle = pool.acquire(record.scenario)
-    try:
-        tools = pool.list_tools(handle)
-    finally:
-        pool.release(handle)
+    tools = scenario_tools(pool, record.scenario)
     out = TaskDecoys(record=record, reference=reference)
     for tried, (calls, change) in enumerate(candidate_changes(reference.calls, tools, results)):
         if len(out.decoys) >= decoys or tried >= max_candidates:

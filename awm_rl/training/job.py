@@ -356,17 +356,13 @@ def _initial_model(config: TrainConfig, pool: Any, tasks: list, rank: int, world
     prompts hold (each environment's tool listing as the policy reads it, and the tasks), built by rank 0."""
     if not config.model.tiny:
         return config.model.path or ""  # ModelConfig: exactly one of path or tiny is set
+    from awm_rl.agent.loop import scenario_tools
     from awm_rl.tiny_model import build_tiny_qwen3, tiny_model_folder
 
     if config.model.tiny_cache_dir is None:  # resolved() sets it for a tiny model
         raise ValueError("model.tiny_cache_dir is not set: pass the config through TrainConfig.resolved()")
-    texts: list[str] = []
-    for scenario in dict.fromkeys(r.scenario for r in tasks):
-        handle = pool.acquire(scenario)
-        try:
-            texts.append(json.dumps(pool.list_tools(handle), ensure_ascii=False))  # as the loop shows it
-        finally:
-            pool.release(handle)
+    texts = [json.dumps(scenario_tools(pool, scenario), ensure_ascii=False)  # as the loop shows it
+             for scenario in dict.fromkeys(r.scenario for r in tasks)]
     texts += [r.task for r in tasks]
     if rank == 0:  # one builder: workers writing the same files at once read each other's partial files
         build_tiny_qwen3(config.model.tiny_cache_dir, vocab_size=TINY_VOCAB_SIZE, extra_texts=texts,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from awm_rl.agent.episode import Episode
-from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard_snapshot, run_episode
+from awm_rl.agent.loop import EpisodeSpec, LoopConfig, ToolEnvironments, discard_snapshot, run_episode, scenario_tools
 from awm_rl.agent.policies import ScriptedPolicy
 from awm_rl.agent.qwen3 import call_tool_turn, list_tools_turn, render_turn
 from awm_rl.reward.tasks import TaskRecord
@@ -85,13 +85,7 @@ def warm_start_samples(pool: ToolEnvironments, tasks: list[TaskRecord], tokenize
         if per.get(record.scenario, 0) < tasks_per_scenario:
             chosen.append(record)
             per[record.scenario] = per.get(record.scenario, 0) + 1
-    tools_of: dict[str, list[dict[str, Any]]] = {}
-    for scenario in per:
-        handle = pool.acquire(scenario)
-        try:
-            tools_of[scenario] = pool.list_tools(handle)
-        finally:
-            pool.release(handle)
+    tools_of = {scenario: scenario_tools(pool, scenario) for scenario in per}
     scripts = {}
     for record in chosen:
         script = scripted_turns(record.task, tools_of[record.scenario])
