@@ -86,3 +86,21 @@ def test_an_api_embedding_model_through_litellm(tmp_path, batch, llm_server):
                                 GenerationSettings(dedup_threshold=0.99))
     assert {d.name: d.status for d in result.decisions}["Zocdoc"] == "rejected_duplicate"
     assert any(r.path == "/v1/embeddings" and r.body["model"] == "text-embedding-3-large" for r in llm_server.requests)
+
+
+def test_a_cached_api_embedding_model_is_asked_only_for_new_texts(tmp_path, llm_server):
+    """What a paid API model saves with the embedding cache: the second batch's known texts are not sent again."""
+    from awm_resources.embedder import CachedEmbedder
+
+    def sent() -> list[str]:
+        return [t for r in llm_server.requests if r.path == "/v1/embeddings" for t in r.body["input"]]
+
+    def cached() -> CachedEmbedder:
+        return CachedEmbedder(ApiEmbedder("openai/text-embedding-3-large", api_base=f"{llm_server.url}/v1",
+                                          api_key="sk-test"), tmp_path / "embedding_cache.sqlite")
+
+    first = cached().embed(["clinic appointments", "expense reports"])
+    assert sent() == ["clinic appointments", "expense reports"]
+    again = cached().embed(["expense reports", "team calendar", "clinic appointments"])
+    assert sent() == ["clinic appointments", "expense reports", "team calendar"]  # only the new text went out
+    assert (again[0] == first[1]).all() and (again[2] == first[0]).all() and again.shape == (3, 64)
