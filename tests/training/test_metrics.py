@@ -58,7 +58,8 @@ def test_rollout_time_splits_into_generation_environments_and_waiting():
     broker._generate(lambda prompts: (time.sleep(0.03) or [[1]], None), [type("P", (), {"prompt_ids": [1]})()])
     rollout_s = time.perf_counter() - started
     split = time_split(rollout_s, broker, clock)
-    assert 0.045 <= split["env_s"] < 0.15 and split["env_call_s"] >= 0.19 and split["env_calls"] == 4
+    # the calls overlap, so their union is shorter than their sum (by how much depends on the machine's load)
+    assert 0.045 <= split["env_s"] < split["env_call_s"] and split["env_call_s"] >= 0.19 and split["env_calls"] == 4
     assert split["generation_s"] >= 0.03
     assert split["generation_s"] + split["env_s"] + split["waiting_s"] == pytest.approx(rollout_s, abs=1e-3)
 
