@@ -13,6 +13,7 @@ import pytest
 
 from awm_assets.defs.synthesis.stage_assets import build_stage_assets
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
+from awm_rl.quality.check_results import CHECK_RESULTS_DIR
 from awm_rl.quality.report import scenario_quality
 from tests.conftest import PROJECT_ROOT
 from tests.test_synthesis import generate, resources
@@ -64,6 +65,16 @@ def test_the_recorded_partition_is_ready_with_every_task_proven_solvable(replaye
     unsolved = {t["task_idx"]: (t["verdict"], t.get("solvable"), t.get("solution_detail")) for t in report["tasks"]
                 if not (t["eligible"] and t.get("solvable") == "yes")}
     assert len(report["tasks"]) == 10 and not unsolved, unsolved
+
+    # The gate ran no generated code of its own: the env_code stage's probe and the verifiers stage's solution runs
+    # were of exactly this code and database. Run again without them (the gate cleared them), it finds the same.
+    assert report["reused"] == {"probe": True, "solution_runs": 10}, report["reused"]
+    assert not (store.scenario_dir(SCENARIO) / CHECK_RESULTS_DIR).exists()
+    fresh = scenario_quality(store, SCENARIO)
+    assert fresh["reused"] == {"probe": False, "solution_runs": 0}
+    assert fresh["tools"] == report["tools"]
+    assert [{k: t[k] for k in ("task_idx", "verdict", "solvable", "solution_detail")} for t in fresh["tasks"]] == \
+        [{k: t[k] for k in ("task_idx", "verdict", "solvable", "solution_detail")} for t in report["tasks"]]
 
 
 def test_its_export_is_read_the_way_the_published_pipeline_reads_it(replayed, tmp_path):

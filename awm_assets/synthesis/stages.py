@@ -174,10 +174,13 @@ class EnvCodeStage:
     def evaluate(self, ctx: AttemptContext, code: str, expected: list[str], **fields: Any) -> AttemptResult:
         """Execute `code` in the env-check worker with the tool probe; import errors, missing tools and
         tools answering 5xx on valid input are the attempt's errors."""
+        from awm_rl.quality.check_results import CheckResults
         from awm_rl.runtime.check import check_env_code
 
-        check = check_env_code(code, ctx.store.path(ctx.scenario, "initial.db"), expected_tools=expected,
+        initial = ctx.store.path(ctx.scenario, "initial.db")
+        check = check_env_code(code, initial, expected_tools=expected,
                                timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)), probe=True)
+        CheckResults(ctx.store, ctx.scenario, code, initial).keep_probe(check.probe)  # for the quality gate
         errors: list[str] = []
         if not check.ok and check.error:
             errors.append(check.error)
@@ -350,6 +353,7 @@ def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str
     their answers, the verifier's returned dict, the rows it reads that changed); and an error when the
     environment could not run; and the tasks whose solution calls all answered 2xx (clean runs). `initial`:
     another initial database than the stored one (a proposed data change, `datafix.py`)."""
+    from awm_rl.quality.check_results import CheckResults
     from awm_rl.quality.solutions import broken_call, solution_feedback
     from awm_rl.runtime.check import check_env_code
     from awm_rl.verification import VerifierJob, run_verifiers
@@ -360,10 +364,12 @@ def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str
     out: dict[int, str | None] = {}
     clean: set[int] = set()
     with tempfile.TemporaryDirectory(prefix="awm-solutions-") as tmp:
-        check = check_env_code(server.read_text(encoding="utf-8"), initial or ctx.store.path(ctx.scenario, "initial.db"),
-                               timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)),
-                               solutions={k: sol for k, (_, sol) in runnable.items()}, snapshot_dir=Path(tmp))
+        code, db = server.read_text(encoding="utf-8"), initial or ctx.store.path(ctx.scenario, "initial.db")
+        solutions = {k: sol for k, (_, sol) in runnable.items()}
+        check = check_env_code(code, db, timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)),
+                               solutions=solutions, snapshot_dir=Path(tmp))
         runs = check.solutions or {}
+        CheckResults(ctx.store, ctx.scenario, code, db).keep_solution_runs(solutions, runs)  # for the quality gate
         jobs = [VerifierJob(code=runnable[int(k)][0], initial_db=Path(r["initial_db"]), final_db=Path(r["final_db"]),
                             final_answer=r.get("final_answer")) for k, r in runs.items()]
         outcomes = run_verifiers(jobs, timeout_s=float(ctx.settings.get("verifier_timeout_s", 10)))

@@ -1,7 +1,8 @@
 """The quality of stored environments: every tool probed, every task checked, and a batch summary.
 
 `scenario_quality(store, scenario)` runs, for one scenario:
-1. the env-code worker with the tool probe and the reference solutions (generated code runs only there);
+1. the env-code worker with the tool probe and the reference solutions (generated code runs only there), or
+   what the synthesis stages ran on exactly this code and database (`check_results`: `reused` says what);
 2. the verifiers in their sandbox: the do-nothing audit (`awm_rl.reward.audit`), each verifier twice
    on the solution's final database (or the unchanged one) for determinism, and the solution verdict;
 3. write coverage (`coverage.py`).
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from awm_resources.store import ArtifactStore, atomic_write_json
+from awm_rl.quality.check_results import CheckResults
 from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, static_writable_tables
 from awm_rl.quality.dbfacts import read_facts
 from awm_rl.quality.probe import BUG_STATUSES
@@ -63,8 +65,6 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
     """Probe and task checks of one stored scenario (see module docstring); also written to quality.json.
     With an LLM `judge` (`awm_rl.reward.judge.Judge` in llm or sql mode), a task is proven solvable only
     when the judge also classifies its reference solution's episode as Completed."""
-    from awm_rl.runtime.check import check_env_code
-
     folder = store.scenario_dir(scenario)
     server, initial = folder / "server.py", folder / "initial.db"
     out: dict[str, Any] = {"scenario": scenario, "digest": content_digest(store, scenario), "judge": judge_label(judge),
@@ -77,27 +77,28 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
     entries = [v for r in records for v in r.verifiers]
     solutions = load_solutions(folder, entries)
     code = server.read_text(encoding="utf-8")
+    kept = CheckResults(store, scenario, code, initial)
     with tempfile.TemporaryDirectory(prefix="awm-quality-") as tmp:
-        check = check_env_code(code, initial, timeout_s=timeout_s, probe=True,
-                               solutions={k: v.model_dump() for k, v in solutions.items()}, snapshot_dir=Path(tmp))
-        probe = check.probe or {}
-        out.update(_tool_summary(probe))
+        probe, runs, error, out["reused"] = _env_runs(kept, code, initial, {k: v.model_dump() for k, v in
+                                                                          solutions.items()}, timeout_s, Path(tmp))
+        out.update(_tool_summary(probe or {}))
         out["tools"] = {name: {"status": t["status"], "calls": t["calls"], "errors": t["errors"],
                                "writes": t["writes"], **({"note": t["note"]} if t.get("note") else {}),
                                **({"accepted": t["accepted"]} if t.get("accepted") else {}),
                                **({"shadowed_by": t["shadowed_by"]} if t.get("shadowed_by") else {})}
-                        for name, t in probe.items()}
-        if check.probe is None:
-            out["error"] = check.error or "the environment worker ended before the probe finished"
+                        for name, t in (probe or {}).items()}
+        if probe is None:
+            out["error"] = error or "the environment worker ended before the probe finished"
+        probe = probe or {}
         facts = read_facts(initial)
         writable = close_over_side_effects(
             static_writable_tables(code, facts)
             | {t for r in probe.values() for t in r["writes"]}, facts)
-        out["tasks"] = _task_checks(store, scenario, records, initial, check.solutions or {}, facts, writable,
-                                    verifier_timeout_s)
+        out["tasks"] = _task_checks(store, scenario, records, initial, runs, facts, writable, verifier_timeout_s)
         _with_diagnoses(out["tasks"], solutions)
         if judge is not None:
-            _judge_solutions(scenario, out["tasks"], records, check.solutions or {}, judge)
+            _judge_solutions(scenario, out["tasks"], records, runs, judge)
+    kept.clear()
     for kind in INELIGIBLE:
         out[kind] = sum(1 for t in out["tasks"] if t["verdict"] == kind)
     out["verifier_crash"] = out["crash"]
@@ -105,6 +106,23 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
     atomic_write_json(store.path(scenario, QUALITY_FILE), out)
     atomic_write_json(_by_digest(store, out["digest"], out.get("judge")), out)
     return out
+
+
+def _env_runs(kept: CheckResults, code: str, initial: Path, solutions: dict[int, dict], timeout_s: float,
+              snapshot_dir: Path) -> tuple[dict[str, dict] | None, dict[str, dict], str | None, dict[str, Any]]:
+    """(probe, solution runs, error, what was reused) of the code on `initial`: what the synthesis stages already
+    ran on exactly these inputs is taken from `kept`, the rest runs in the env-check worker (nothing at all when
+    everything was kept)."""
+    from awm_rl.runtime.check import check_env_code
+
+    probe, runs = kept.probe(), kept.solution_runs(solutions)
+    reused = {"probe": probe is not None, "solution_runs": len(runs)}
+    missing = {k: v for k, v in solutions.items() if str(k) not in runs}
+    if probe is not None and not missing:
+        return probe, runs, None, reused
+    check = check_env_code(code, initial, timeout_s=timeout_s, probe=probe is None, solutions=missing or None,
+                           snapshot_dir=snapshot_dir)
+    return (check.probe if probe is None else probe), {**runs, **(check.solutions or {})}, check.error, reused
 
 
 def _task_checks(store: ArtifactStore, scenario: str, records, initial: Path, runs: dict[str, dict], facts,
