@@ -81,7 +81,11 @@ def test_kill_9_of_a_host_actor_mid_episode(tmp_path):
 
 RAYLET_SCRIPT = r'''
 import json, os, sys, time
+import awm_rl.runtime.pool
 from awm_rl.runtime.pool import EnvironmentPool
+
+# With the raylet gone no host can come back: reset's retries answer the same after 5 s as after the default 20.
+awm_rl.runtime.pool.HOST_RESTART_WAIT_S = 5.0
 
 pool = EnvironmentPool(sys.argv[1], num_hosts=1, prefetch=0, call_timeout_s=2.0, batch_slack_s=5.0)
 h = pool.acquire("slow_env")
