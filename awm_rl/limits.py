@@ -207,3 +207,16 @@ class Watchdog:
             if self.rss_cap is not None and rss_bytes() > self.rss_cap:
                 self._die(f"resident memory {rss_bytes() / 2**20:.0f} MB passed the cap "
                           f"{self.rss_cap / 2**20:.0f} MB" + (f" during {what}" if what else ""))
+
+
+def io_limits(max_answer_bytes: int | None = None, max_request_bytes: int | None = None) -> dict[str, int]:
+    """What may leave a host (an answer) and come in (the arguments): the given bounds, else the isolation
+    settings as this process reads them (`awm_resources.settings`, imported only then: a sandboxed worker is given
+    both, by a parent that read the settings, and imports none of them)."""
+    if not (max_answer_bytes and max_request_bytes):
+        from awm_resources.settings import load_settings
+
+        isolation = load_settings().isolation
+        max_answer_bytes = max_answer_bytes or isolation.max_answer_bytes
+        max_request_bytes = max_request_bytes or isolation.max_request_bytes
+    return {"max_answer_bytes": max_answer_bytes, "max_request_bytes": max_request_bytes}

@@ -16,7 +16,6 @@ from awm_resources.documents import QUALITY_FILE
 from awm_resources.provenance import ENVIRONMENT_FILES, environment_digest
 from awm_resources.store import ArtifactStore, atomic_write_json
 
-SOLUTIONS_FILE = "solutions.json"  # the reference solutions (awm_rl.quality.solutions)
 # What the gate checks is what an environment's version covers: equal digests, equal results.
 CHECKED_FILES = ENVIRONMENT_FILES
 content_digest = environment_digest

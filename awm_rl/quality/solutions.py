@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from awm_rl.quality.results import SOLUTIONS_FILE
+SOLUTIONS_FILE = "solutions.json"  # an imported environment's solutions (the env-check worker imports this module)
 
 
 class SolutionCall(BaseModel):

@@ -49,7 +49,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost, io_limits
+from awm_rl.limits import io_limits
+from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost
 from awm_rl.runtime.process import WorkerProcess
 from awm_rl.runtime.protocol import (
     SNAPSHOT_NAME,

@@ -46,17 +46,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from awm_resources.settings import scratch_mb
-from awm_rl.limits import untrusted_env
-from awm_rl.runtime.process import WorkerProcess
-from awm_rl.runtime.sandbox import (
-    isolation_level,
-    sandboxed_command,
-    scratch_files,
-    scratch_files_limit,
-    scratch_summary,
-    seccomp_level,
-)
+# The parent's modules (settings, the sandbox, the process wrapper) are imported where the parent uses them: the
+# worker runs this file too, and needs none of them (its bounds come in the job, read from the parent's settings).
 
 # Interpreter start plus FastAPI/SQLAlchemy/pydantic imports on a busy 2-core machine.
 STARTUP_ALLOWANCE_S = 20.0
@@ -100,6 +91,9 @@ class EnvCodeCheck(BaseModel):
 def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | None = None,
                    timeout_s: float = 30, memory_mb: int = 1024, probe: bool = False,
                    solutions: dict[int, dict] | None = None, snapshot_dir: Path | None = None) -> EnvCodeCheck:
+    from awm_resources.settings import scratch_mb
+    from awm_rl.runtime.sandbox import isolation_level, scratch_summary, seccomp_level
+
     result = _check_env_code(code, initial_db, expected_tools=expected_tools, timeout_s=timeout_s,
                              memory_mb=memory_mb, probe=probe, solutions=solutions, snapshot_dir=snapshot_dir)
     result.isolation = isolation_level()
@@ -117,6 +111,11 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
     `solutions` (task_idx -> `ReferenceSolution` as a dict) are run each on a fresh instance, and each final database is
     written to `snapshot_dir` for the verifiers, which run elsewhere (`awm_rl.verification`).
     """
+    from awm_resources.settings import scratch_mb
+    from awm_rl.limits import io_limits, untrusted_env
+    from awm_rl.runtime.process import WorkerProcess
+    from awm_rl.runtime.sandbox import sandboxed_command, scratch_files_limit
+
     lines = len(code.splitlines())
     initial_db = Path(initial_db)
     if not initial_db.is_file():
@@ -133,7 +132,7 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
             writable.append(Path(snapshot_dir).resolve())
         disk_limit = scratch_mb("check") * 2**20
         job = {"timeout_s": timeout_s, "memory_mb": memory_mb, "expected_tools": expected_tools, "probe": probe,
-               "file_size_limit": disk_limit,
+               "file_size_limit": disk_limit, "io_limits": io_limits(),
                "solutions": {str(k): v for k, v in (solutions or {}).items()},
                "snapshot_dir": str(Path(snapshot_dir).resolve()) if snapshot_dir else None}
         (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
@@ -197,6 +196,8 @@ def _wait_within(proc: subprocess.Popen, timeout_s: float, folders: list[Path], 
     """Wait for the worker: (exit status, None); (None, bytes written) when its on-disk folders passed
     `limit` (no quota on disk: watched every 0.1 s, each file also capped by RLIMIT_FSIZE in the worker);
     (None, -files) when it kept more files in its tmpfs than allowed; (None, None) at the deadline."""
+    from awm_rl.runtime.sandbox import scratch_files, scratch_files_limit
+
     until = time.monotonic() + timeout_s
     before = _folder_bytes(folders)  # what was there already (the inputs, earlier snapshots) does not count
     while time.monotonic() < until:
@@ -374,7 +375,8 @@ def _worker(work: Path) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             host = host_mod.ScenarioHost("check", code, work / "initial.db", source_path=str(work / "server.py"),
-                                         call_timeout_s=min(timeout_s, 10.0), import_timeout_s=timeout_s)
+                                         call_timeout_s=min(timeout_s, 10.0), import_timeout_s=timeout_s,
+                                         **job["io_limits"])
     except EnvLoadError as exc:
         report(ok=False, error=str(exc), import_ms=(time.perf_counter() - t0) * 1000)
         return 0
@@ -410,7 +412,7 @@ def _worker(work: Path) -> int:
                 warnings.simplefilter("ignore")
                 return host_mod.ScenarioHost("check_fresh", code, work / "initial.db",
                                              source_path=str(work / "server.py"), call_timeout_s=3.0,
-                                             import_timeout_s=timeout_s)
+                                             import_timeout_s=timeout_s, **job["io_limits"])
 
         module_state = _module_state_check(host, fresh_host)
         host.call_timeout_s = min(timeout_s, 10.0)

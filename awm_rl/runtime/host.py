@@ -43,8 +43,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from awm_resources.settings import load_settings
-from awm_rl.limits import CallTimeout, Watchdog, deadline, untrusted
+from awm_rl.limits import CallTimeout, Watchdog, deadline, io_limits, untrusted
 from awm_rl.runtime.asgi import AnswerTooLarge, asgi_request
 from awm_rl.runtime.db import _Slot, build_template, current_slot, open_instance_db, write_db_file
 from awm_rl.runtime.envcode import EnvLoadError, LoadedEnv, load_env
@@ -178,14 +177,6 @@ def process_watchdog(rss_cap_mb: int | None = None) -> Watchdog:
     if _watchdog is None:
         _watchdog = Watchdog(rss_cap_mb=rss_cap_mb)
     return _watchdog
-
-
-def io_limits(max_answer_bytes: int | None, max_request_bytes: int | None) -> dict[str, int]:
-    """What may leave a host (an answer) and come in (the arguments): the given bounds, else the isolation
-    settings as this process reads them (`awm_resources.settings`)."""
-    isolation = load_settings().isolation
-    return {"max_answer_bytes": max_answer_bytes or isolation.max_answer_bytes,
-            "max_request_bytes": max_request_bytes or isolation.max_request_bytes}
 
 
 class ScenarioHost:

@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S, io_limits
+from awm_rl.limits import io_limits
+from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S
 from awm_rl.runtime.protocol import (
     CallOp,
     CreateOp,

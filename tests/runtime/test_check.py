@@ -118,3 +118,15 @@ def test_the_database_path_form_is_reported(tmp_path, engine_line, accepts):
     r = check_env_code(code, _db(tmp_path))
     assert r.ok, r.error
     assert r.accepts_database_url is accepts
+
+
+def test_the_workers_answer_bound_is_the_parents_setting(tmp_path, monkeypatch):
+    """The worker runs in a clean environment and reads no settings: the bound on what may leave it comes from the
+    parent's (here 300 bytes), as in a pool's hosts; a reference solution's call meets it."""
+    monkeypatch.setenv("AWM_MAX_ANSWER_BYTES", "300")
+    many = {"calls": [{"tool": "add_note", "arguments": {"text": "x" * 120}}] * 3
+            + [{"tool": "list_notes", "arguments": {}}]}
+    notes_only = BAD_ENV.split('@app.post("/leak"')[0]  # add_note and list_notes, none of the bad routes
+    r = check_env_code(notes_only, _db(tmp_path), solutions={1: many}, snapshot_dir=tmp_path / "snap")
+    listed = r.solutions["1"]["calls"][-1]
+    assert listed["status"] >= 500 and "over the limit of 300 bytes (AWM_MAX_ANSWER_BYTES)" in listed["text"], listed
