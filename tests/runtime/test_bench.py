@@ -6,6 +6,7 @@ No timed assertions: speed is what the benchmark reports, not what tests check.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,8 +22,9 @@ KEYS = ["instances", "cold_start_ms", "create_ms_p50", "reset_ms_p50", "call_ms_
 
 
 @pytest.mark.slow
-def test_bench_serve_quick(corpus_store, tmp_path):
-    """Two corpus scenarios and one it cannot exercise (listed as skipped, left out of every measurement)."""
+def test_bench_serve_quick(corpus_store, tmp_path, ray_address):
+    """Two corpus scenarios and one it cannot exercise (listed as skipped, left out of every measurement), on the
+    session's Ray cluster."""
     home = tmp_path / "home"
     for key in ("rover", "gofundme"):
         shutil.copytree(corpus_store.scenario_dir(key), home / "scenarios" / key)
@@ -33,7 +35,7 @@ def test_bench_serve_quick(corpus_store, tmp_path):
     out = tmp_path / "report.json"
     res = subprocess.run(cmd + ["--json", "--quick", "--scenarios", "rover", "gofundme", "search_only", "--home",
                                 str(home), "--out", str(out)],
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "RAY_ADDRESS": ray_address})
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads(res.stdout)
     assert report == json.loads(out.read_text())

@@ -62,12 +62,12 @@ FAILING = {"dies": ("exit", 30), "hangs": ("hang", 0), "garbage": ("garbage", 0)
 
 
 @pytest.mark.slow
-def test_failures_are_reported_and_left_out(corpus_store, tmp_path):
+def test_failures_are_reported_and_left_out(corpus_store, tmp_path, ray_address):
     shutil.copytree(corpus_store.scenario_dir("rover"), tmp_path / "scenarios" / "rover")
     for key, (mode, after) in FAILING.items():
         make_scenario(tmp_path, key, FAILING_ENV.replace("@MODE@", mode).replace("@AFTER@", str(after)))
     make_scenario(tmp_path, "broken", BROKEN_ENV)
-    res = _bench(tmp_path, "rover", *FAILING, "broken", extra=["--call-timeout", "3"])
+    res = _bench(tmp_path, "rover", *FAILING, "broken", ray_address=ray_address, extra=["--call-timeout", "3"])
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads(res.stdout)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -28,22 +29,23 @@ async def search_notes(q: str = Query(..., description="words to look for")):
 '''
 
 
-def _bench(store_root, *scenarios: str, extra: list[str] = ()) -> subprocess.CompletedProcess:
-    """The smallest run the CLI offers."""
+def _bench(store_root, *scenarios: str, ray_address: str, extra: list[str] = ()) -> subprocess.CompletedProcess:
+    """The smallest run the CLI offers, on the session's Ray cluster (RAY_ADDRESS, as a user with a running
+    cluster has it): a cluster of its own would cost every run a start and a stop."""
     return subprocess.run(
         [sys.executable, "-m", "awm_rl.runtime.commands", "bench-serve", "--json", "--quick",
          "--instances", "4", "--workload-instances", "2", "--baseline-instances", "1", "--hosts", "1",
          "--home", str(store_root), *extra, "--scenarios", *scenarios],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, env={**os.environ, "RAY_ADDRESS": ray_address},
     )
 
 
 @pytest.mark.slow
-def test_nothing_to_exercise_is_a_clear_error(tmp_path):
+def test_nothing_to_exercise_is_a_clear_error(tmp_path, ray_address):
     """Only a scenario it cannot exercise: exit 2 naming it and why, no traceback. (A skipped scenario beside
     measured ones is in test_bench.py's run.)"""
     make_scenario(tmp_path, "search_only", UNCALLABLE_ENV)
-    nothing = _bench(tmp_path, "search_only")
+    nothing = _bench(tmp_path, "search_only", ray_address=ray_address)
     assert nothing.returncode == 2
     assert "search_only" in nothing.stderr and "read-only tool" in nothing.stderr
     assert "Traceback" not in nothing.stderr
