@@ -81,15 +81,15 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
     with tempfile.TemporaryDirectory(prefix="awm-quality-") as tmp:
         probe, runs, error, out["reused"] = _env_runs(kept, code, initial, {k: v.model_dump() for k, v in
                                                                           solutions.items()}, timeout_s, Path(tmp))
-        out.update(_tool_summary(probe or {}))
+        if probe is None:
+            out["error"] = error or "the environment worker ended before the probe finished"
+            probe = {}
+        out.update(_tool_summary(probe))
         out["tools"] = {name: {"status": t["status"], "calls": t["calls"], "errors": t["errors"],
                                "writes": t["writes"], **({"note": t["note"]} if t.get("note") else {}),
                                **({"accepted": t["accepted"]} if t.get("accepted") else {}),
                                **({"shadowed_by": t["shadowed_by"]} if t.get("shadowed_by") else {})}
-                        for name, t in (probe or {}).items()}
-        if probe is None:
-            out["error"] = error or "the environment worker ended before the probe finished"
-        probe = probe or {}
+                        for name, t in probe.items()}
         facts = read_facts(initial)
         writable = close_over_side_effects(
             static_writable_tables(code, facts)
