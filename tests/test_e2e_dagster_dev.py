@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from awm_resources.llm import extract_json
 from tests.cluster_pg.postgres import PostgresServer, PostgresUnavailable, start_postgres
 from tests.conftest import PROJECT_ROOT, TEST_SENSOR_INTERVAL_S
 
@@ -184,7 +185,7 @@ def _prepare(root: Path) -> tuple[Path, Path]:
     shutil.copytree(PROJECT_ROOT / "seeds" / "recordings", replay)
     (replay / f"_batch_{SEED_BATCH}").mkdir()
     for name, key in (("scenarios.1.md", "scenarios"), ("classify.1.md", "verdicts")):
-        recorded = json.loads(re.search(r"```json\n(.*?)```", (replay / "_batch_demo" / name).read_text(), re.S)[1])
+        recorded = extract_json((replay / "_batch_demo" / name).read_text())  # as the pipeline reads the answer
         kept = [item for item in recorded[key] if item["name"] == "Issue Tracker"]
         (replay / f"_batch_{SEED_BATCH}" / name).write_text(json.dumps({key: kept}))
     (replay / "_batch_second").mkdir()
