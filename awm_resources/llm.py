@@ -73,10 +73,20 @@ class LLMResponse(BaseModel):
     latency_ms: float = 0.0
     tokens_estimated: bool = False
     finish_reason: str | None = None  # the provider's, for real calls ("stop", "length", ...)
+    # What the provider returned beside `text`: reasoning it split off (litellm's `reasoning_content`, a vLLM
+    # reasoning parser's field, Anthropic's thinking blocks), and native function calls as
+    # `{"id", "name", "arguments"}` (arguments: the provider's JSON string, unparsed).
+    reasoning: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
 
 
 class LLMError(Exception):
     """The call itself failed (transport, configuration, missing recording)."""
+
+
+class LLMConfigError(LLMError):
+    """The call cannot succeed as configured (no or refused credentials, unknown model or endpoint): never
+    retried, and callers stop at once instead of recording one failure per item."""
 
 
 class ReplayMissingError(LLMError):
@@ -337,6 +347,37 @@ def _is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in _TRANSIENT_NAMES for cls in type(exc).__mro__)
 
 
+_REFUSED_NAMES = {"AuthenticationError": "the provider refused the credentials",
+                  "PermissionDeniedError": "the provider refused the credentials",
+                  "NotFoundError": "the endpoint or the model does not exist"}
+_UNKNOWN_HOST = ("name or service not known", "nodename nor servname", "temporary failure in name resolution",
+                 "no address associated", "getaddrinfo failed")
+
+
+def config_problem(exc: BaseException, model: str, api_base: str | None, api_key: str | None) -> str | None:
+    """Why a failed call is a configuration error (no retry can help), or None when it may be transient.
+
+    litellm raises a missing key as `InternalServerError: Missing credentials` (a 5xx class), so the missing
+    key is read from litellm's own check of the model's variables, not from the exception's class."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    message = str(exc)
+    for name, reason in _REFUSED_NAMES.items():
+        if name in names:
+            return f"{reason} ({name}: {quote(message, 300, 100)})"
+    if "BadRequestError" in names and "LLM Provider NOT provided" in message:
+        return f"litellm does not know the provider of {model!r} (use <provider>/<model>, e.g. openai/gpt-5)"
+    if "APIConnectionError" in names and any(s in message.lower() for s in _UNKNOWN_HOST):
+        return f"the endpoint's host cannot be resolved ({quote(message, 200, 100)})"
+    if api_key is None:
+        try:
+            check = _litellm().validate_environment(model=model, api_base=api_base)
+        except Exception:  # noqa: BLE001 - litellm cannot tell; treat the failure by its class
+            return None
+        if not check.get("keys_in_environment", True):
+            return f"no API key: none was given and {' / '.join(check.get('missing_keys') or [])} is not set"
+    return None
+
+
 class LLMTruncatedError(LLMOutputError, LLMError):
     """The answer hit the output limit (finish_reason "length"); carries the partial text. Retryable: a
     synthesis stage records a failed attempt and self-corrects with this error in the next prompt. Also an
@@ -401,8 +442,10 @@ class LLMClient:
                  reasoning_effort: str | None = None,
                  stages: Mapping[str, StageSettings | Mapping[str, Any]] | None = None,
                  truncation: str = "raise", cache_path: Path | None = None,
-                 replay_dir: Path | None = None, record_dir: Path | None = None):
+                 replay_dir: Path | None = None, record_dir: Path | None = None,
+                 key_hint: str = "AWM_LLM_API_KEY"):
         self.model = model or REPLAY_MODEL
+        self.key_hint = key_hint  # where a user of this client sets its key, named in configuration errors
         self.api_base, self.api_key = api_base, api_key
         self.temperature, self.max_tokens, self.timeout_s = temperature, max_tokens, timeout_s
         self.reasoning_effort = reasoning_effort or None
@@ -534,6 +577,12 @@ class LLMClient:
                                          extra_headers=headers, **params)
                 break
             except Exception as exc:  # classified below
+                problem = config_problem(exc, cfg.model, cfg.api_base, cfg.api_key)
+                if problem is not None:
+                    endpoint = cfg.api_base or "the provider's default endpoint"
+                    raise LLMConfigError(f"model {cfg.model} at {endpoint}: {problem}. Set the key with "
+                                         f"{self.key_hint} (or the provider's own variable), check the model name "
+                                         f"and the API base; {tag.describe()}") from exc
                 if not _is_transient(exc) or attempt >= self.transport_retries:
                     raise LLMError(f"LLM call failed for {tag.describe()} (model {cfg.model}) after {attempt + 1} "
                                    f"tries: {type(exc).__name__}: {exc}") from exc
@@ -545,6 +594,7 @@ class LLMClient:
                 attempt += 1
         choice = raw.choices[0]
         text = choice.message.content or ""
+        reasoning, tool_calls = split_reasoning(choice.message), native_tool_calls(choice.message)
         usage = getattr(raw, "usage", None)
         try:
             cost = float(litellm.completion_cost(completion_response=raw) or 0.0)
@@ -552,7 +602,35 @@ class LLMClient:
             cost = 0.0
         return LLMResponse(text=text, model=cfg.model, prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                            completion_tokens=getattr(usage, "completion_tokens", 0) or 0, cost_usd=cost,
-                           finish_reason=getattr(choice, "finish_reason", None))
+                           finish_reason=getattr(choice, "finish_reason", None), reasoning=reasoning,
+                           tool_calls=tool_calls)
+
+
+def split_reasoning(message: Any) -> str | None:
+    """The reasoning a provider returned apart from the content: litellm's `reasoning_content` (where it also
+    moves a `<think>` block it found in the content), a server's `reasoning` field (newer vLLM reasoning parsers),
+    or Anthropic-style thinking blocks. None when the model's reasoning stayed hidden."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if value is None:
+            value = (getattr(message, "provider_specific_fields", None) or {}).get(name)
+        if isinstance(value, str) and value.strip():
+            return value
+    blocks = getattr(message, "thinking_blocks", None) or []
+    thoughts = [str(b.get("thinking") or "") for b in blocks if isinstance(b, Mapping)]
+    return "\n\n".join(t for t in thoughts if t.strip()) or None
+
+
+def native_tool_calls(message: Any) -> list[dict[str, Any]] | None:
+    """Function calls of a native tool-calling answer, as `{"id", "name", "arguments"}` (arguments unparsed)."""
+    calls = getattr(message, "tool_calls", None) or []
+    out: list[dict[str, Any]] = []
+    for call in calls:
+        function = getattr(call, "function", None)
+        out.append({"id": getattr(call, "id", None) or f"call_{len(out)}",
+                    "name": getattr(function, "name", None) or "",
+                    "arguments": getattr(function, "arguments", None) or ""})
+    return out or None
 
 
 def _provider_prefix(model: str) -> str:

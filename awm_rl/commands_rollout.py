@@ -27,9 +27,9 @@ def _rollout_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="awm rollout", description="Run one task episode and judge it.")
     p.add_argument("--scenario", required=True, help="scenario key in the store")
     p.add_argument("--task", type=int, required=True, help="task index (0-based)")
-    p.add_argument("--policy", default="reference",
-                   help="reference | chat:<litellm model> | transformers:<path> | tiny | vllm:<model> (default reference)")
-    p.add_argument("--api-base", default=None, help="API base for chat:hosted_vllm/... (default $AWM_POLICY_API_BASE)")
+    from awm_rl.agent.policies import add_policy_options
+
+    add_policy_options(p)
     p.add_argument("--judge", choices=["code", "llm", "sql"], default="code", help="judge mode (default code: offline)")
     p.add_argument("--judge-model", default=None, help="litellm model for llm/sql judging (default $AWM_JUDGE_MODEL or replay)")
     p.add_argument("--window", type=int, default=10, help="history window w (default 10; -1: full history)")
@@ -46,7 +46,7 @@ def _rollout_parser() -> argparse.ArgumentParser:
 def rollout_main(argv: list[str]) -> int:
     args = _rollout_parser().parse_args(argv)
     from awm_rl.agent import EpisodeSpec, LoopConfig, make_policy, run_episode
-    from awm_rl.agent.policies import PolicyError
+    from awm_rl.agent.policies import PolicyConfigError, PolicyError, policy_options
     from awm_rl.reward import Judge, load_task, needs_judge, score_episode
 
     store = _store(args.store)
@@ -56,11 +56,10 @@ def rollout_main(argv: list[str]) -> int:
         print(f"awm rollout: {exc}", file=sys.stderr)
         return 2
     try:
-        from awm_resources.settings import judge_llm_config, load_settings
+        from awm_resources.settings import judge_llm_config
 
-        policy = make_policy(args.policy, solutions_dir=args.solutions,
-                             api_base=args.api_base or load_settings().evaluation.policy_api_base,
-                             max_new_tokens=args.max_new_tokens, temperature=args.temperature)
+        policy = make_policy(args.policy, solutions_dir=args.solutions, max_new_tokens=args.max_new_tokens,
+                             temperature=args.temperature, **policy_options(args))
         judge_llm = None
         if args.judge != "code":
             judge_llm = judge_llm_config(model=args.judge_model).client(max_tokens=2048)
@@ -77,7 +76,7 @@ def rollout_main(argv: list[str]) -> int:
     try:
         with EnvironmentPool(store.root, num_hosts=1, prefetch=0) as pool:
             episode = run_episode(pool, policy, EpisodeSpec(args.scenario, args.task, record.task), config)
-    except PoolError as exc:
+    except (PoolError, PolicyConfigError) as exc:
         print(f"awm rollout: {exc}", file=sys.stderr)
         return 2
     files = _place_databases(episode, out)
@@ -86,7 +85,9 @@ def rollout_main(argv: list[str]) -> int:
     (out / "trajectory.json").write_text(episode.model_dump_json(indent=2), encoding="utf-8")
     (out / "verdict.json").write_text(score.model_dump_json(indent=2), encoding="utf-8")
     files.update({"trajectory": str(out / "trajectory.json"), "verdict": str(out / "verdict.json")})
-    summary = {"scenario": args.scenario, "task_idx": args.task, "policy": policy.name, "judge_mode": args.judge,
+    summary = {"scenario": args.scenario, "task_idx": args.task, "policy": policy.name,
+               "reasoning_rule": episode.reasoning_rule, "tool_calling": getattr(policy, "tool_calling", "text"),
+               "judge_mode": args.judge,
                "termination": episode.termination, "outcome": score.outcome, "reward": score.reward,
                "turns": episode.turns, "tool_calls": episode.tool_calls, "format_rule": episode.format_rule,
                "reasons": score.reasons, "out_dir": str(out), "files": files}

@@ -44,6 +44,7 @@ class Episode(BaseModel):
     policy: str
     window: int | None
     max_turns: int
+    reasoning_rule: str = Field(default="required", description="the policy's <think> rule: required or optional")
     messages: list[dict[str, Any]] = Field(default_factory=list)
     steps: list[Step] = Field(default_factory=list)
     termination: Termination | None = None

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from awm_rl.agent.episode import Episode, Step, ToolOutcome
-from awm_rl.agent.policies import Policy, PolicyError, PolicyRequest
+from awm_rl.agent.policies import Policy, PolicyConfigError, PolicyError, PolicyRequest
 from awm_rl.agent.qwen3 import DEFAULT_SYSTEM_PROMPT, parse_response
 from awm_rl.agent.validator import FormatValidator
 
@@ -130,15 +130,18 @@ def window_messages(messages: list[dict[str, Any]], window: int | None) -> list[
 
 
 def run_episode(pool: ToolEnvironments, policy: Policy, spec: EpisodeSpec, config: LoopConfig | None = None) -> Episode:
-    """Run one task to its end; never raises for policy, format or environment failures."""
+    """Run one task to its end; never raises for policy, format or environment failures. A policy that cannot
+    work as configured (`PolicyConfigError`: no key, unknown model) raises: that is no episode's outcome."""
     config = config or LoopConfig()
     started = time.perf_counter()
+    rule = getattr(policy, "reasoning", "required")
     episode = Episode(scenario=spec.scenario, task_idx=spec.task_idx, task=spec.task, policy=policy.name,
-                      window=config.window, max_turns=config.max_turns)
+                      window=config.window, max_turns=config.max_turns, reasoning_rule=rule)
     episode.messages = [{"role": "system", "content": config.system_prompt},
                         {"role": "user", "content": spec.task}]
+    waived = frozenset(config.waived_rules) | ({"reasoning"} if rule == "optional" else frozenset())
     validator = FormatValidator(max_argument_bytes=config.max_argument_bytes,
-                                max_response_chars=config.max_response_chars, waived=frozenset(config.waived_rules))
+                                max_response_chars=config.max_response_chars, waived=waived)
     try:
         handle = pool.acquire(spec.scenario)
     except Exception as exc:  # noqa: BLE001  the runtime's failure is an environment error
@@ -149,6 +152,8 @@ def run_episode(pool: ToolEnvironments, policy: Policy, spec: EpisodeSpec, confi
     try:
         try:
             _turns(pool, handle, policy, spec, config, episode, validator)
+        except PolicyConfigError:
+            raise
         except Exception as exc:  # noqa: BLE001  e.g. a tool schema from generated code jsonschema rejects
             episode.termination = "environment_error"
             episode.termination_detail = f"the episode could not go on: {type(exc).__name__}: {exc}"
@@ -212,6 +217,8 @@ def _turns(pool: ToolEnvironments, handle: Any, policy: Policy, spec: EpisodeSpe
         t0 = time.perf_counter()
         try:
             output = policy.generate(request)
+        except PolicyConfigError:
+            raise
         except PolicyError as exc:
             episode.termination, episode.termination_detail = "policy_error", str(exc)
             return

@@ -1,13 +1,18 @@
 """Policies: whatever turns a conversation into the next Qwen3-format turn.
 
 - `ChatModelPolicy`: any litellm chat model through `awm_resources.llm.LLMClient` (API models, or
-  a vLLM / OpenAI-compatible server: `hosted_vllm/<model>` with `api_base`).
+  a vLLM / OpenAI-compatible server: `hosted_vllm/<model>` with `api_base`). Its turn is the model's answer as
+  it answered: reasoning the provider returned apart comes back as `<think>`, and in native tool-calling mode
+  (`tool_calling="native"`) the provider's function calls come back as `<tool_call>` text.
 - `TransformersPolicy`: a local Hugging Face model, rendered with its chat template (Qwen3).
 - `VLLMPolicy`: vLLM in-process, only when `vllm` is installed (GPU machines).
 - `ScriptedPolicy`: replays fixed turns, e.g. a reference solution (`seeds/solutions/<scenario>.json`),
   for offline tests and demos.
 
 All are thread-safe: the loop runs episodes concurrently and calls `generate` from many threads.
+Every policy has a reasoning rule, `reasoning`: "required" (the paper's format rule: a `<think>` block every
+turn; the default of every policy being trained) or "optional" (for models whose provider keeps the reasoning
+hidden); the loop waives the format rule for "optional" and records the rule in every episode.
 """
 
 from __future__ import annotations
@@ -20,7 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from awm_rl.agent.qwen3 import META_TOOLS, as_chat_api_messages, call_tool_turn, list_tools_turn, render_turn
+from awm_rl.agent.qwen3 import (
+    META_TOOLS,
+    as_chat_api_messages,
+    as_native_messages,
+    call_tool_turn,
+    list_tools_turn,
+    render_native_turn,
+    render_turn,
+    with_reasoning,
+)
+
+REASONING_RULES = ("required", "optional")
+TOOL_CALLING_MODES = ("text", "native")
 
 
 @dataclass
@@ -49,6 +66,11 @@ class PolicyError(RuntimeError):
     """The policy could not produce a turn (transport failure, missing script, ...)."""
 
 
+class PolicyConfigError(PolicyError):
+    """The policy cannot work as configured (no or refused API key, unknown model or endpoint): not an episode's
+    outcome, so the loop lets it through and a command stops at once with this one message."""
+
+
 class Policy(Protocol):
     name: str
 
@@ -59,6 +81,9 @@ class Policy(Protocol):
 class ScriptedPolicy:
     """Replays fixed turns per (scenario, task_idx); turn n gets the n-th text (or PolicyOutput,
     e.g. one with finish_reason="length" standing for a generation cut at its limit)."""
+
+    reasoning = "required"
+    tool_calling = "text"
 
     def __init__(self, scripts: Mapping[tuple[str, int], Sequence[str | PolicyOutput]], name: str = "scripted") -> None:
         self.scripts = scripts
@@ -108,22 +133,35 @@ def solution_turns(calls: list[dict[str, Any]], final_answer: str | None) -> lis
 
 # ----------------------------------------------------------------------------------------- chat APIs
 class ChatModelPolicy:
-    """A litellm chat model via LLMClient (API, or a vLLM/OpenAI-compatible server via api_base)."""
+    """A litellm chat model via LLMClient (API, or a vLLM/OpenAI-compatible server via api_base).
+
+    `tool_calling`: "text" shows the meta-tools in the system prompt and reads `<tool_call>` from the answer (the
+    Qwen3 format every policy speaks); "native" sends them through the provider's function-calling API, tool
+    results as `tool` messages, and records the calls in the same Qwen3 form. `reasoning`: the format rule for
+    `<think>` (None: "optional" for models whose provider hides the reasoning, else "required")."""
 
     def __init__(self, client: Any, *, stage: str = "rollout", max_tokens: int = 2048,
-                 temperature: float | None = None, top_p: float | None = None, top_k: int | None = None) -> None:
+                 temperature: float | None = None, top_p: float | None = None, top_k: int | None = None,
+                 reasoning: str | None = None, tool_calling: str = "text") -> None:
         self.client = client
         self.stage = stage
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.top_p, self.top_k = top_p, top_k
-        self.name = f"chat:{client.model}"
+        if tool_calling not in TOOL_CALLING_MODES:
+            raise ValueError(f"tool_calling must be one of {TOOL_CALLING_MODES}, not {tool_calling!r}")
+        self.tool_calling = tool_calling
+        self.reasoning = check_reasoning_rule(reasoning) if reasoning else default_reasoning_rule(self._model())
+        self.name = f"chat:{client.model}" + (":native" if tool_calling == "native" else "")
+
+    def _model(self) -> str:
+        return self.client.model_for(self.stage) if hasattr(self.client, "model_for") else self.client.model
 
     def _sampling(self) -> dict[str, Any]:
         """top_p / top_k where the provider takes them (litellm's model information), else left out."""
         from awm_resources.llm import REPLAY_MODEL, model_profile
 
-        model = self.client.model_for(self.stage) if hasattr(self.client, "model_for") else self.client.model
+        model = self._model()
         supported = model_profile(model).supported_params if model != REPLAY_MODEL else frozenset()
         out: dict[str, Any] = {k: v for k, v in (("top_p", self.top_p), ("top_k", self.top_k))
                                if v is not None and k in supported}
@@ -132,24 +170,45 @@ class ChatModelPolicy:
         return out
 
     def generate(self, request: PolicyRequest) -> PolicyOutput:
-        from awm_resources.llm import CallTag, LLMError
+        from awm_resources.llm import CallTag, LLMConfigError, LLMError
 
         params: dict[str, Any] = {"max_tokens": self.max_tokens, **self._sampling()}
         if self.temperature is not None:
             params["temperature"] = self.temperature
+        if self.tool_calling == "native":
+            messages, params["tools"] = as_native_messages(request.messages), META_TOOLS
+        else:
+            messages = as_chat_api_messages(request.messages)
         tag = CallTag(stage=self.stage, scenario=request.scenario, item=f"t{request.task_idx}.turn{request.turn}")
         try:
             # A turn cut at the limit is the agent's (the format check scores it), not a policy failure.
-            response = self.client.chat(as_chat_api_messages(request.messages), tag=tag, truncation="return", **params)
+            response = self.client.chat(messages, tag=tag, truncation="return", **params)
+        except LLMConfigError as exc:
+            raise PolicyConfigError(str(exc)) from exc
         except LLMError as exc:
             raise PolicyError(str(exc)) from exc
+        text = render_native_turn(response.text, response.tool_calls) if response.tool_calls else response.text
         truncated = response.finish_reason == "length" or (
             response.finish_reason is None and response.completion_tokens >= self.max_tokens and not response.tokens_estimated)
         return PolicyOutput(
-            text=response.text, finish_reason="length" if truncated else "stop",
+            text=with_reasoning(text, response.reasoning), finish_reason="length" if truncated else "stop",
             prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
             cost_usd=response.cost_usd, latency_ms=response.latency_ms,
         )
+
+
+def check_reasoning_rule(rule: str) -> str:
+    if rule not in REASONING_RULES:
+        raise ValueError(f"the reasoning rule must be one of {REASONING_RULES}, not {rule!r}")
+    return rule
+
+
+def default_reasoning_rule(model: str) -> str:
+    """"optional" for models whose provider never returns their reasoning (OpenAI's reasoning models: gpt-5,
+    o-series), "required" (the paper's rule) for every other model, which can write or return it."""
+    from awm_resources.llm import REPLAY_MODEL, model_profile
+
+    return "optional" if model != REPLAY_MODEL and model_profile(model).always_reasons else "required"
 
 
 # ----------------------------------------------------------------------------------------- local HF
@@ -158,6 +217,9 @@ class TransformersPolicy:
 
     Generation is serialised with a lock (one model, many episode threads).
     """
+
+    reasoning = "required"
+    tool_calling = "text"
 
     def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 512, temperature: float = 1.0,
                  top_p: float = 1.0, top_k: int = 0, name: str = "transformers", seed: int | None = None) -> None:
@@ -224,6 +286,9 @@ class TransformersPolicy:
 class VLLMPolicy:
     """vLLM in-process (`vllm.LLM.chat` with the meta-tools); needs `pip install .[gpu]` and a GPU."""
 
+    reasoning = "required"
+    tool_calling = "text"
+
     def __init__(self, model: str, *, max_new_tokens: int = 2048, temperature: float = 1.0, top_p: float = 1.0,
                  top_k: int = -1, **llm_kwargs: Any) -> None:
         try:
@@ -271,10 +336,29 @@ def parse_policy_spec(text: str) -> PolicySpec:
 
 def make_policy(spec: PolicySpec | str, *, solutions_dir: Path | None = None, api_base: str | None = None,
                 api_key: str | None = None, max_new_tokens: int = 2048, temperature: float = 1.0,
-                top_p: float = 1.0, top_k: int = 0, cache_dir: Path | None = None) -> Policy:
-    """Build a policy from its spec string; `top_k` 0 means no top-k cut."""
+                top_p: float = 1.0, top_k: int = 0, cache_dir: Path | None = None, reasoning: str | None = None,
+                tool_calling: str = "text") -> Policy:
+    """Build a policy from its spec string; `top_k` 0 means no top-k cut. A chat policy's API base and key default
+    to AWM_POLICY_API_BASE / AWM_POLICY_API_KEY (else the provider's own variable); `reasoning` overrides the
+    policy's reasoning rule; `tool_calling="native"` is for chat policies only."""
     if isinstance(spec, str):
         spec = parse_policy_spec(spec)
+    if reasoning is not None:
+        check_reasoning_rule(reasoning)
+    if tool_calling != "text" and spec.kind != "chat":
+        raise ValueError(f"tool_calling={tool_calling!r} needs a chat:<model> policy (the provider's function "
+                         f"calling); {spec.kind} policies speak the Qwen3 text format")
+    policy = _build_policy(spec, solutions_dir=solutions_dir, api_base=api_base, api_key=api_key,
+                           max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+                           cache_dir=cache_dir, reasoning=reasoning, tool_calling=tool_calling)
+    if reasoning is not None:
+        policy.reasoning = reasoning  # type: ignore[attr-defined]  # every policy class declares it
+    return policy
+
+
+def _build_policy(spec: PolicySpec, *, solutions_dir: Path | None, api_base: str | None, api_key: str | None,
+                  max_new_tokens: int, temperature: float, top_p: float, top_k: int, cache_dir: Path | None,
+                  reasoning: str | None, tool_calling: str) -> Policy:
     if spec.kind == "reference":
         folder = solutions_dir or Path(__file__).resolve().parents[2] / "seeds" / "solutions"
         paths = sorted(Path(folder).glob("*.json"))
@@ -283,11 +367,14 @@ def make_policy(spec: PolicySpec | str, *, solutions_dir: Path | None = None, ap
         return ScriptedPolicy.from_solutions(paths)
     if spec.kind == "chat":
         from awm_resources.llm import LLMClient
+        from awm_resources.settings import load_settings
 
-        client = LLMClient(spec.target, api_base=api_base, api_key=api_key, temperature=temperature,
-                           max_tokens=max_new_tokens)
+        settings = load_settings().evaluation
+        client = LLMClient(spec.target, api_base=api_base or settings.policy_api_base,
+                           api_key=api_key or settings.policy_api_key, temperature=temperature,
+                           max_tokens=max_new_tokens, key_hint="--api-key or AWM_POLICY_API_KEY")
         return ChatModelPolicy(client, max_tokens=max_new_tokens, top_p=top_p if top_p < 1.0 else None,
-                               top_k=top_k or None)
+                               top_k=top_k or None, reasoning=reasoning, tool_calling=tool_calling)
     if spec.kind == "transformers":
         return TransformersPolicy.from_pretrained(spec.target, max_new_tokens=max_new_tokens, temperature=temperature,
                                                   top_p=top_p, top_k=top_k)
@@ -298,3 +385,32 @@ def make_policy(spec: PolicySpec | str, *, solutions_dir: Path | None = None, ap
         return TransformersPolicy(model, tokenizer, max_new_tokens=min(max_new_tokens, 128),
                                   temperature=temperature, top_p=top_p, top_k=top_k, name="tiny", seed=0)
     return VLLMPolicy(spec.target, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k)
+
+
+def add_policy_options(parser: Any, *, default_policy: str | None = "reference") -> None:
+    """`--policy` and the chat options (argparse) of a command that runs one of `make_policy`'s policies."""
+    parser.add_argument("--policy", default=default_policy, required=default_policy is None,
+                        help="reference | chat:<litellm model> | transformers:<path> | tiny | vllm:<model>"
+                        + (f" (default {default_policy})" if default_policy else ""))
+    add_chat_options(parser)
+
+
+def add_chat_options(parser: Any) -> None:
+    """The options of a chat policy every command that runs a policy shares (argparse): endpoint, key, the
+    reasoning rule and the tool-calling mode."""
+    parser.add_argument("--api-base", default=None, help="API base of a chat policy, e.g. a vLLM server for "
+                        "chat:hosted_vllm/<model> (default $AWM_POLICY_API_BASE)")
+    parser.add_argument("--api-key", default=None, help="API key of a chat policy's provider (default "
+                        "$AWM_POLICY_API_KEY, else the provider's own variable such as OPENAI_API_KEY)")
+    parser.add_argument("--reasoning", choices=REASONING_RULES, default=None,
+                        help="the <think> format rule: required (the paper's; default) or optional (for models whose "
+                        "provider hides the reasoning; the default for OpenAI reasoning models)")
+    parser.add_argument("--tool-calling", choices=TOOL_CALLING_MODES, default="text",
+                        help="text: Qwen3 <tool_call> text (default); native: the provider's function calling "
+                        "(chat policies), recorded in the same Qwen3 form")
+
+
+def policy_options(args: Any) -> dict[str, Any]:
+    """The keyword arguments of `make_policy` from the options of `add_policy_options`."""
+    return {"api_base": args.api_base, "api_key": args.api_key, "reasoning": args.reasoning,
+            "tool_calling": args.tool_calling}

@@ -89,6 +89,54 @@ def as_chat_api_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]
     return out
 
 
+def as_native_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation for a chat API's own function calling: the meta-tools go as `tools=`, each recorded
+    `<tool_call>` becomes the assistant's `tool_calls` entry and the next tool answer its `tool` message.
+    Earlier reasoning is left out of the history, as providers and Qwen3's own template do."""
+    out: list[dict[str, Any]] = []
+    pending: list[Any] = []  # ids of calls still waiting for their tool message
+    for i, message in enumerate(messages):
+        role, content = message["role"], str(message.get("content") or "")
+        if role == "assistant":
+            parsed = parse_response(content)
+            calls: list[dict[str, Any]] = [{"id": f"call_{i}_{n}", "type": "function",
+                      "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                     for n, c in enumerate(parsed.calls)]
+            out.append({"role": "assistant", "content": parsed.content or None, **({"tool_calls": calls} if calls else {})})
+            pending = [c["id"] for c in calls]
+        elif role == "tool" and pending:
+            out.append({"role": "tool", "tool_call_id": pending.pop(0), "content": content})
+        elif role == "tool":  # an answer to a turn that made no decodable call (e.g. a format error notice)
+            out.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
+        else:
+            out.append({"role": role, "content": content})
+    return out
+
+
+def render_native_turn(content: str, calls: list[dict[str, Any]]) -> str:
+    """A native function-calling answer in the Qwen3 wire form every other policy produces: each call as a
+    `<tool_call>` (arguments parsed from the provider's JSON string; kept as the raw string when they are not
+    JSON, so the format check names the fault), after the visible content."""
+    parts = [content.strip()] if content.strip() else []
+    for call in calls:
+        raw = call.get("arguments")
+        try:
+            arguments = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+        except json.JSONDecodeError:
+            arguments = raw
+        parts.append("<tool_call>\n" + json.dumps({"name": call.get("name") or "", "arguments": arguments},
+                                                   ensure_ascii=False) + "\n</tool_call>")
+    return "\n".join(parts)
+
+
+def with_reasoning(text: str, reasoning: str | None) -> str:
+    """A turn with the reasoning a provider returned apart put back in front as `<think>...</think>`, as the
+    model produced it (unchanged when there is none, or the text already holds its own block)."""
+    if not reasoning or not reasoning.strip() or _THINK_CLOSE in text:
+        return text
+    return f"{_THINK_OPEN}\n{reasoning.strip()}\n{_THINK_CLOSE}\n\n{text.lstrip()}"
+
+
 @dataclass
 class ToolCall:
     """One parsed `<tool_call>`: the meta-tool and, for call_tool, the target tool and arguments."""

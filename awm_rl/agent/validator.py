@@ -97,7 +97,8 @@ class FormatValidator:
 
     def _check_content(self, parsed: ParsedResponse) -> StepCheck:
         if not parsed.reasoning and "reasoning" not in self.waived:
-            what = "is empty" if parsed.reasoning == "" else "is missing"
+            what = "is empty" if parsed.reasoning == "" else ("is missing (a model whose provider keeps its reasoning "
+                                                             "hidden needs the reasoning rule 'optional')")
             return _fail("reasoning", f"the <think> reasoning {what}")
         if parsed.call_errors:
             return _fail("tool_call_json", parsed.call_errors[0])

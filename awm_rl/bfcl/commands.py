@@ -29,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ids", nargs="*", help="only these case ids (e.g. multi_turn_base_3)")
     p.add_argument("--out", default=None, help="output folder (default $AWM_HOME/bfcl/<category>/<policy>-<time>)")
     p.add_argument("--concurrency", type=int, default=4, help="cases run at once")
-    p.add_argument("--api-base", default=None, help="API base for chat:hosted_vllm/... policies")
+    from awm_rl.agent.policies import add_chat_options
+
+    add_chat_options(p)
     p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (BFCL uses 0)")
     p.add_argument("--max-new-tokens", type=int, default=2048)
     p.add_argument("--max-steps-per-turn", type=int, default=None,
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from awm_resources.store import default_home
-    from awm_rl.agent.policies import PolicyError
+    from awm_rl.agent.policies import PolicyError, policy_options
     from awm_rl.bfcl.data import BFCLUnavailable, expand_categories
     from awm_rl.bfcl.runner import BFCLPolicyError, evaluate_suite
 
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.redirect_stdout(sys.stderr):
             suite = evaluate_suite(categories, args.policy, out_dir=out, out_dirs={categories[0]: out} if single else None,
                                    limit=args.limit, ids=args.ids, concurrency=args.concurrency,
-                                   max_steps_per_turn=args.max_steps_per_turn, api_base=args.api_base,
+                                   max_steps_per_turn=args.max_steps_per_turn, **policy_options(args),
                                    temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     except (BFCLUnavailable, BFCLPolicyError, PolicyError) as exc:
         print(f"awm eval bfcl: {exc}", file=sys.stderr)

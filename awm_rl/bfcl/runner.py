@@ -67,7 +67,7 @@ def latest_grpo_model(store_root: Path) -> Path:
 
 def build_policy(spec: str, cases: list[BFCLCase], *, store_root: Path | None = None, grpo_model: Path | None = None,
                  api_base: str | None = None, temperature: float = 1.0, max_new_tokens: int = 2048,
-                 cache_dir: Path | None = None) -> Policy:
+                 cache_dir: Path | None = None, **chat_options: Any) -> Policy:
     """`ground_truth` replays BFCL's possible answers; `grpo_latest` is the newest trained checkpoint
     (transformers; `vllm:grpo_latest` on a GPU); everything else goes to `make_policy`."""
     if spec == "ground_truth":
@@ -87,7 +87,7 @@ def build_policy(spec: str, cases: list[BFCLCase], *, store_root: Path | None = 
         spec = f"{'vllm' if spec.startswith('vllm') else 'transformers'}:{grpo_model}"
     try:
         return make_policy(spec, api_base=api_base, temperature=temperature, max_new_tokens=max_new_tokens,
-                           cache_dir=cache_dir)
+                           cache_dir=cache_dir, **chat_options)
     except ValueError as exc:
         raise BFCLPolicyError(f"{exc} (BFCL also takes: {POLICY_HELP})") from exc
 

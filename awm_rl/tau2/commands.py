@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default $AWM_HOME/tau2/<domain>/<policy>-<time>)")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--max-turns", type=int, default=60, help="model turns per task")
-    p.add_argument("--api-base", default=None, help="API base for chat:hosted_vllm/... policies")
+    from awm_rl.agent.policies import add_chat_options
+
+    add_chat_options(p)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-new-tokens", type=int, default=2048)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -44,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from awm_resources.store import default_home
-    from awm_rl.agent.policies import PolicyError
+    from awm_rl.agent.policies import PolicyError, policy_options
     from awm_rl.bfcl.runner import BFCLPolicyError
     from awm_rl.tau2.data import Tau2Unavailable
     from awm_rl.tau2.runner import evaluate_tau2
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.redirect_stdout(sys.stderr):  # τ² and model libraries may print; stdout carries the answer
             report = evaluate_tau2(args.domain, args.policy, out_dir=out, user_model=args.user_model, solo=args.solo,
                                    trials=args.trials, split=args.split, limit=args.limit, ids=args.ids,
-                                   concurrency=args.concurrency, max_turns=args.max_turns, api_base=args.api_base,
+                                   concurrency=args.concurrency, max_turns=args.max_turns, **policy_options(args),
                                    temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     except (Tau2Unavailable, PolicyError, BFCLPolicyError) as exc:
         print(f"awm eval tau2: {exc}", file=sys.stderr)
