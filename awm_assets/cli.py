@@ -34,6 +34,7 @@ FORWARDED = {
     (bench_app, "scale"): ("benchmarks.scale", "main", "import and catalog at AWM-1K size (--scenarios N)"),
     (bench_app, "repair"): ("benchmarks.repair", "main", "the repair loop on recorded runs: calls, attempts, tasks proven"),
     (bench_app, "learn"): ("benchmarks.learn", "main", "GRPO from a tiny model on demo tasks: pass rate per step"),
+    (bench_app, "rollout"): ("benchmarks.rollout", "main", "N concurrent episodes end to end: loop, pool, verifiers"),
     (audit_app, "verifiers"): ("awm_rl.commands_rollout", "audit_main", "every verifier on its unchanged database"),
     (eval_app, "bfcl"): ("awm_rl.bfcl.commands", "main", "BFCL's categories through the agent loop, and BFCL's overall"),
     (eval_app, "tau2"): ("awm_rl.tau2.commands", "main", "τ²-bench domains through the agent loop, τ²'s evaluator"),
