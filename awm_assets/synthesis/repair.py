@@ -21,6 +21,12 @@ with the stored artifact recorded as attempt 0, each phase a `runner.StageSpec` 
    quality.json and the catalog.
 
 Attempt 0's errors are the quality gate's own, passed on verbatim (no summary call).
+
+Each phase keeps its best attempt that breaks nothing that worked, whatever ends it (`run_phase`): an attempt
+that breaks a working tool is rated 1.0 (never kept nor built on); the env code's best is stored as soon as it
+is measured, and when an LLM call fails (or the replay has no answer, or Ctrl-C) the best so far is committed
+with what is still wrong. After a phase the gate runs again, and a phase that broke a tool, made a verifier
+vacuous or lost a proven task is put back (`regressions`). The next `awm repair` starts from the store.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ from awm_assets.synthesis.stages import (
     with_task_rows,
 )
 from awm_resources.documents import verifier_functions
-from awm_resources.llm import LLMClient, LLMOutputError, ReplayMissingError, parse_model
+from awm_resources.llm import LLMClient, LLMError, LLMOutputError, ReplayMissingError, parse_model
 from awm_resources.sqlite_build import database_excerpt, schema_sql
 from awm_resources.store import ArtifactStore
 
@@ -70,6 +76,7 @@ class RepairEnvCodeStage(EnvCodeStage):
     """Edits to the stored env code until no tool fails on valid input (see module docstring)."""
 
     name, threshold = "env_code_repair", 0.0
+    commits_each_best = True  # the artifact is the whole code: a better one can be stored at once
 
     def __init__(self, tools: list[str], healthy: list[str]):
         self.tools, self.healthy = tools, healthy  # served by the stored code; of those, probed ok
@@ -93,7 +100,8 @@ class RepairEnvCodeStage(EnvCodeStage):
                 for t in self.healthy if status.get(t) not in ("ok", "client_error_only")]
         errors = [*result.errors.get("_", []), *lost, *(f"not applied: {e}" for e in edit.errors)]
         result.errors = {"_": errors} if errors else {}
-        result.error_rate = max(result.error_rate, len(lost) / max(len(self.tools), 1))
+        # An attempt that breaks a tool that worked is never kept nor built on, whatever else it fixed.
+        result.error_rate = 1.0 if lost else result.error_rate
         result.metrics.update(edits_applied=edit.applied, edits_failed=len(edit.errors), whole_file=edit.whole_file,
                               tools_lost=len(lost))
         return result
@@ -326,23 +334,67 @@ def _attempt_zero(result: AttemptResult) -> dict[str, Any]:
             "source": "stored"}
 
 
+def _keepable(records: list[dict[str, Any]], baseline_rate: float) -> dict[str, Any] | None:
+    """The best attempt (after the stored one) that improves on it and breaks nothing: usable, a lower error
+    rate than attempt 0 (a stage rates an attempt that breaks what worked 1.0), lowest rate, earliest on a tie."""
+    usable = [r for r in records if r.get("attempt", 0) > 0 and r.get("artifact") is not None
+              and r["error_rate"] < min(baseline_rate, 1.0)]
+    return min(usable, key=lambda r: (r["error_rate"], r["attempt"])) if usable else None
+
+
+def _still_wrong(record: dict[str, Any] | None, baseline: AttemptResult) -> list[str]:
+    errors = (record or {}).get("errors") if record else baseline.errors
+    return [f"{item}: {line}" for item, lines in (errors or {}).items() for line in lines][:40]
+
+
 def run_phase(spec, store: ArtifactStore, llm: LLMClient, scenario: str, baseline: AttemptResult, *,
               max_attempts: int, settings: dict[str, Any], log_fn: Callable[[str], None]) -> dict[str, Any]:
-    """Attempts 1..max_attempts of `spec` after the stored artifact's attempt 0."""
+    """Attempts 1..max_attempts of `spec` after the stored artifact's attempt 0.
+
+    Whatever ends the phase early (an LLM call that fails or has no recorded answer, Ctrl-C), the best attempt
+    so far that breaks nothing is committed (`_keepable`), and the report says what is still wrong. A stage
+    whose artifact is whole (`commits_each_best`: the code) commits each new best as soon as it is measured,
+    so even a killed run leaves it in the store for the next `awm repair` to start from."""
     store.clear_attempts(scenario, spec.name)
     store.record_attempt(scenario, spec.name, 0, _attempt_zero(baseline))
     out: dict[str, Any] = {"error_rate_before": round(baseline.error_rate, 4)}
+    committed: int | None = None
     for attempt in range(1, max_attempts + 1):
         ctx = AttemptContext(store=store, llm=llm, scenario=scenario, attempt=attempt, max_attempts=max_attempts,
                              previous=store.list_attempts(scenario, spec.name), settings=settings)
         try:
             outcome = run_attempt(spec, ctx, log_fn)
         except AttemptFailed:
+            best = _keepable(store.list_attempts(scenario, spec.name), baseline.error_rate)
+            if getattr(spec, "commits_each_best", False) and best and best["attempt"] != committed:
+                spec.commit(ctx, best["artifact"])
+                committed = best["attempt"]
+                log_fn(f"{spec.name}: attempt {committed} kept for now (error rate {best['error_rate']:.0%})")
             continue
         except StageExhausted as exc:
-            return {**out, "attempts": attempt, "repaired": False, "changed": False, "error": str(exc)}
+            return {**out, "attempts": attempt, "repaired": False, "changed": committed is not None,
+                    "error": str(exc)}
+        except (LLMError, ReplayMissingError, KeyboardInterrupt) as exc:
+            best = _keepable(store.list_attempts(scenario, spec.name), baseline.error_rate)
+            if best:
+                meta = spec.commit(ctx, best["artifact"])
+                log_fn(f"{spec.name}: attempt {attempt} ended early ({type(exc).__name__}); kept attempt "
+                       f"{best['attempt']} (error rate {best['error_rate']:.0%})")
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return {**out, "attempts": attempt, "repaired": False, "error": f"attempt {attempt}: {exc}", "ended_early": True,
+                    "changed": bool(best) and (bool(meta.get("changed", True)) or committed is not None),
+                    "kept_attempt": best["attempt"] if best else None,
+                    "error_rate": round(best["error_rate"] if best else baseline.error_rate, 4),
+                    "still_wrong": _still_wrong(best, baseline)}
+        records = store.list_attempts(scenario, spec.name)
+        kept = next((r for r in records if r["attempt"] == outcome.attempts and r.get("passed")), None) \
+            if not outcome.degraded else min((r for r in records if r.get("artifact") is not None),
+                                             key=lambda r: (r["error_rate"], -r["attempt"]), default=None)
         return {**out, "attempts": outcome.attempts, "repaired": not outcome.degraded,
-                "changed": bool(outcome.metadata.get("changed")), "error_rate": round(outcome.error_rate, 4),
+                "changed": bool(outcome.metadata.get("changed")) or committed is not None,
+                "error_rate": round(outcome.error_rate, 4), "kept_attempt": (kept or {}).get("attempt"),
+                "still_wrong": [] if not outcome.degraded else _still_wrong(kept, baseline),
                 "metrics": {k: v for k, v in outcome.metadata.items() if isinstance(v, (int, float, str, bool))}}
     raise AssertionError("unreachable: the last attempt commits or raises")
 
@@ -406,6 +458,50 @@ def _solutions_phase(store, llm, scenario, quality, settings, max_attempts, log_
                      settings=settings, log_fn=log_fn)
 
 
+SAVED_DIRS = ("status",)  # besides the scenario folder's files: what a phase may change (attempts are its record)
+
+
+def _save_files(folder: Path, to: Path) -> Path:
+    """A copy of the scenario's files before a phase, to put back if the phase broke what worked."""
+    for item in folder.iterdir():
+        if item.is_file():
+            shutil.copy2(item, to / item.name)
+        elif item.name in SAVED_DIRS:
+            shutil.copytree(item, to / item.name)
+    return to
+
+
+def _restore_files(folder: Path, saved: Path) -> None:
+    for item in folder.iterdir():
+        if item.is_file() and not (saved / item.name).exists():
+            item.unlink()  # written by the phase (server.original.py, data_changes.json, ...)
+    for item in saved.iterdir():
+        if item.is_file():
+            shutil.copy2(item, folder / item.name)
+        else:
+            shutil.rmtree(folder / item.name, ignore_errors=True)
+            shutil.copytree(item, folder / item.name)
+
+
+def regressions(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What worked in `before` (one scenario's quality report) and does not in `after`: a tool newly answering
+    5xx (or no longer served), a verifier newly vacuous, a task proven solvable no longer proven."""
+    out = []
+    for name, tool in before.get("tools", {}).items():
+        now = (after.get("tools", {}).get(name) or {}).get("status", "not served")
+        if tool.get("status") in ("ok", "client_error_only") and now not in ("ok", "client_error_only"):
+            out.append(f"tool {name!r} was {tool['status']}, now {now}")
+    tasks = {t["task_idx"]: t for t in after.get("tasks", [])}
+    for task in before.get("tasks", []):
+        now = tasks.get(task["task_idx"], {})
+        if task.get("verdict") != "vacuous" and now.get("verdict") == "vacuous":
+            out.append(f"task {task['task_idx']}'s verifier is newly vacuous")
+        if task.get("solvable") == "yes" and now.get("solvable") != "yes":
+            out.append(f"task {task['task_idx']} was proven solvable, now {now.get('solvable', 'missing')}: "
+                       f"{str(now.get('solution_detail') or now.get('reason') or '')[:300]}")
+    return out
+
+
 def repair_scenario(store: ArtifactStore, llm: LLMClient, scenario: str, *, max_attempts: int = 3,
                     phases: tuple[str, ...] = PHASES, tasks: list[int] | None = None,
                     settings: dict[str, Any] | None = None, log_fn: Callable[[str], None] = log.info) -> dict[str, Any]:
@@ -426,20 +522,31 @@ def repair_scenario(store: ArtifactStore, llm: LLMClient, scenario: str, *, max_
     for phase in PHASES:
         if phase not in phases:
             continue
-        try:
-            outcome = runners[phase](current)
-        except ReplayMissingError as exc:
-            report["phases"][phase] = {"error": str(exc)}
-            report["error"] = f"{phase}: {exc}"
+        with tempfile.TemporaryDirectory(prefix="awm-repair-") as tmp:
+            saved = _save_files(store.scenario_dir(scenario), Path(tmp))
+            try:
+                outcome = runners[phase](current)
+            except ReplayMissingError as exc:  # before any attempt (a phase's own preparation)
+                report["phases"][phase] = {"error": str(exc)}
+                report["error"] = f"{phase}: {exc}"
+                break
+            if outcome is None:
+                report["phases"][phase] = {"needed": False}
+                continue
+            report["phases"][phase] = {"needed": True, **outcome}
+            log_fn(f"{scenario}: {phase} repair {'succeeded' if outcome.get('repaired') else 'did not fully succeed'} "
+                   f"after {outcome.get('attempts')} attempt(s)")
+            if outcome.get("changed"):
+                after = quality(store, [scenario])["scenarios"][0]
+                if broke := regressions(current, after):
+                    _restore_files(store.scenario_dir(scenario), saved)
+                    report["phases"][phase].update(changed=False, reverted=broke)
+                    log_fn(f"{scenario}: {phase} repair reverted, it broke what worked: {'; '.join(broke)}")
+                    after = quality(store, [scenario])["scenarios"][0]
+                current = after
+        if outcome.get("ended_early"):  # the LLM failed or the replay ran out: later phases would too
+            report["error"] = f"{phase}: {outcome['error']}"
             break
-        if outcome is None:
-            report["phases"][phase] = {"needed": False}
-            continue
-        report["phases"][phase] = {"needed": True, **outcome}
-        log_fn(f"{scenario}: {phase} repair {'succeeded' if outcome.get('repaired') else 'did not fully succeed'} "
-               f"after {outcome.get('attempts')} attempt(s)")
-        if outcome.get("changed"):
-            current = quality(store, [scenario])["scenarios"][0]
     report["after"] = _summary(current)
     report["elapsed_s"] = round(time.perf_counter() - started, 2)
     return report
@@ -451,6 +558,8 @@ def repair_table(reports: list[dict[str, Any]]) -> str:
     for r in reports:
         b, a = r["before"], r.get("after", r["before"])
         phases = ", ".join(f"{p}: {'ok' if o.get('repaired') else 'failed'}/{o.get('attempts')}"
+                           + (f" kept {o['kept_attempt']}" if not o.get("repaired") and o.get("kept_attempt") else "")
+                           + (" reverted" if o.get("reverted") else "")
                            for p, o in r["phases"].items() if o.get("needed")) or "nothing to repair"
         if r.get("error"):
             phases += f" (error: {r['error'][:120]})"

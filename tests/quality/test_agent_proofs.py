@@ -1,0 +1,109 @@
+"""Issue 38 item 3: completed agent episodes become proofs (the strong model's recorded episodes).
+
+../shared/real-model-agent holds two AgentWorldModel-1K environments and, turn by turn, what a strong model
+answered as the agent on three of their tasks. Each recording is replayed through the agent loop on the
+runtime's pool (ScriptedPolicy over the recorded texts), and the episodes are then proven: each completed
+one, replayed on a fresh instance, passes its verifier and becomes the task's reference solution. An episode
+whose final answer says the task is already done while nothing was done is listed for review.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from awm_resources.interop import import_awm_dir
+from awm_resources.store import ArtifactStore
+
+AGENT = Path(__file__).resolve().parents[2].parent / "shared" / "real-model-agent"
+TURN = re.compile(r"rollout\.t(\d+)\.turn(\d+)\.1\.md$")
+POLICY = "recorded:openai/gpt-5"
+
+
+def _scripts() -> dict[tuple[str, int], list[str]]:
+    """(scenario, task) -> the recorded answers in turn order."""
+    found: dict[tuple[str, int], dict[int, str]] = {}
+    for path in (AGENT / "recordings").glob("*/rollout.t*.turn*.1.md"):
+        m = TURN.search(path.name)
+        assert m, path
+        found.setdefault((path.parent.name, int(m.group(1))), {})[int(m.group(2))] = path.read_text(encoding="utf-8")
+    return {key: [turns[i] for i in sorted(turns)] for key, turns in found.items()}
+
+
+@pytest.fixture(scope="module")
+def agent_store(tmp_path_factory):
+    if not AGENT.is_dir():
+        pytest.fail(f"the recorded agent episodes are missing at {AGENT} (../shared/real-model-agent)")
+    store = ArtifactStore(tmp_path_factory.mktemp("agent_store"))
+    report = import_awm_dir(AGENT / "awm1k", store)
+    assert sorted(report.scenarios) == ["banking_fintech_2", "crowdfunding_platform_1"], report
+    return store
+
+
+def _episodes(store: ArtifactStore, scripts: dict[tuple[str, int], list[str]], tmp: Path):
+    from awm_rl.agent import EpisodeSpec, LoopConfig, ScriptedPolicy, run_episode
+    from awm_rl.reward.tasks import load_task
+    from awm_rl.runtime.pool import EnvironmentPool
+
+    policy = ScriptedPolicy(scripts, name=POLICY)
+    config = LoopConfig(max_turns=20, snapshot_dir=tmp)
+    with EnvironmentPool(store.root, num_hosts=1, prefetch=0) as pool:
+        return [run_episode(pool, policy, EpisodeSpec(s, t, load_task(store, s, t).task), config)
+                for s, t in sorted(scripts)]
+
+
+def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_address, tmp_path):
+    from awm_resources.provenance import environment_digest
+    from awm_rl.agent.policies import solution_turns
+    from awm_rl.quality.proofs import PROOFS_FILE, load_episodes, prove_episodes
+    from awm_rl.quality.solutions import load_solutions
+
+    scripts = _scripts()
+    assert sorted(scripts) == [("banking_fintech_2", 0), ("banking_fintech_2", 3), ("crowdfunding_platform_1", 1)]
+    # An agent that claims the task was already done and did nothing: crowdfunding task 1 asks for a donation.
+    # It looks the campaign up (the loop wants one successful call before an answer), then claims it.
+    lookup = [{"tool": "get_corporate_campaign_by_code", "arguments": {"campaign_code": "CORP-CAMP-2025-Q1"}}]
+    claims = {("crowdfunding_platform_1", 1): solution_turns(lookup, "The anonymous donation was already done.")}
+    episodes = _episodes(agent_store, scripts, tmp_path / "snapshots")
+    [claim] = _episodes(agent_store, claims, tmp_path / "snapshots")
+    assert [e.termination for e in episodes] == ["final_answer"] * 3, [e.termination_detail for e in episodes]
+    versions = {s: environment_digest(agent_store, s) for s in ("banking_fintech_2", "crowdfunding_platform_1")}
+
+    # The function `awm eval` calls on its episodes; the claim is judged without keeping anything.
+    review = prove_episodes(agent_store, [claim], run="claim", keep=False)
+    [finding] = review["episodes"]
+    assert finding["kind"] == "review" and finding["verifier"]["verdict"] == "others"
+    assert "already done" in finding["detail"] and "the verifier says 'others'" in finding["detail"]
+    assert not agent_store.has("crowdfunding_platform_1", PROOFS_FILE)
+
+    # Episodes as `awm rollout` writes them, read back from a folder (`awm quality --proofs-from DIR`).
+    folder = tmp_path / "episodes"
+    for i, e in enumerate(episodes):
+        (folder / str(i)).mkdir(parents=True)
+        (folder / str(i) / "trajectory.json").write_text(e.model_dump_json(), encoding="utf-8")
+    loaded = load_episodes(folder)
+    report = prove_episodes(agent_store, loaded, run="real-model-agent")
+
+    assert report["proven"] == {"banking_fintech_2": [0, 3], "crowdfunding_platform_1": [1]}, report["episodes"]
+    assert report["counts"]["proven"] == 3 and report["environment_versions"] == versions
+    for scenario, tasks in report["proven"].items():
+        solutions = agent_store.read_json(scenario, "solutions.json")["tasks"]
+        by_idx = {t["task_idx"]: t for t in solutions}
+        for idx in tasks:
+            kept = by_idx[idx]
+            assert kept["source"] == "agent_episode" and kept["proven"]
+            assert kept["provenance"] == {"policy": POLICY, "run": "real-model-agent",
+                                          "environment_version": versions[scenario]}
+            episode = next(e for e in episodes if (e.scenario, e.task_idx) == (scenario, idx))
+            assert [c["tool"] for c in kept["calls"]] == [s.format["tool_name"] for s in episode.steps
+                                                          if s.format.get("action") == "call_tool"]
+        # The gate reads them as the tasks' reference solutions.
+        assert set(load_solutions(agent_store.scenario_dir(scenario), [])) >= set(tasks)
+        log = agent_store.read_json(scenario, PROOFS_FILE)["runs"][-1]
+        assert log["run"] == "real-model-agent" and log["solutions_added"] == tasks
+
+    # Deposit account 6 and 500 USDC: the replay on a fresh instance made the same calls as the agent.
+    banking = next(f for f in report["episodes"] if (f["scenario"], f["task_idx"]) == ("banking_fintech_2", 0))
+    assert all(c["status"] < 400 for c in banking["calls"]) and banking["verifier"]["verdict"] == "complete"

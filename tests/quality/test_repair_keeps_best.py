@@ -1,0 +1,91 @@
+"""Issue 38 item 4: a repair phase keeps its best attempt that breaks nothing, whatever ends the phase.
+
+The corpus doordash environment has 8 tools answering 5xx on valid input (dates as ISO strings, unique-row
+conflicts). Attempt 1's answer here is the recorded repair cut to its date fix (it fixes the date tools and
+not the conflicts); attempt 2 has no recorded answer, as when the provider fails or the run is cut. The
+first fix is kept, what is still wrong is reported, and the next `awm repair` starts from it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from awm_resources.interop import import_awm_dir
+from awm_resources.llm import LLMClient
+from awm_resources.store import ArtifactStore
+
+RECORDINGS = Path(__file__).parent / "recordings"
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "awm-corpus" / "generated"
+DOORDASH = "doordash_drive_delivery_tracking"
+
+
+def _date_fix_only(replay: Path) -> str:
+    """The recorded env-code repair without its exception handlers: a fix for the date tools only."""
+    answer = (RECORDINGS / DOORDASH / "env_code_repair.1.md").read_text(encoding="utf-8")
+    cut = re.sub(r"\n@app\.exception_handler\(IntegrityError\).*?(?=>>>>>>> REPLACE)", "\n", answer, flags=re.S)
+    assert "exception_handler" not in cut and "class DateTime(TypeDecorator)" in cut
+    (replay / DOORDASH).mkdir(parents=True)
+    (replay / DOORDASH / "env_code_repair.1.md").write_text(cut, encoding="utf-8")
+    return cut
+
+
+@pytest.fixture()
+def store(tmp_path):
+    if not CORPUS.is_dir():
+        pytest.fail(f"the AWM corpus is missing at {CORPUS} (../shared/awm-corpus/generated)")
+    store = ArtifactStore(tmp_path / "home")
+    import_awm_dir(CORPUS, store)
+    return store
+
+
+def test_a_partial_fix_is_kept_when_the_next_call_fails_and_the_next_repair_starts_from_it(store, tmp_path):
+    from awm_assets.synthesis.repair import ORIGINAL_CODE, repair_scenario
+
+    replay = tmp_path / "replay"
+    _date_fix_only(replay)
+    original = store.read_text(DOORDASH, "server.py")
+
+    report = repair_scenario(store, LLMClient(replay_dir=replay), DOORDASH, phases=("env_code",), max_attempts=2)
+
+    phase = report["phases"]["env_code"]
+    assert report["before"]["tools_server_error"] == 8
+    assert 0 < report["after"]["tools_server_error"] < 8, report["after"]
+    assert phase["ended_early"] and "no recorded answer" in phase["error"] and phase["attempts"] == 2
+    assert phase["kept_attempt"] == 1 and phase["changed"] and not phase.get("reverted")
+    assert report["error"].startswith("env_code: attempt 2:")
+    # What is still wrong names the tools the kept attempt did not fix (the unique-row conflicts).
+    assert any("assign_driver_to_order" in line for line in phase["still_wrong"])
+    assert not any("cancel_delivery_order" in line for line in phase["still_wrong"])
+    repaired = store.read_text(DOORDASH, "server.py")
+    assert repaired != original and "class DateTime(TypeDecorator)" in repaired
+    assert store.read_text(DOORDASH, ORIGINAL_CODE) == original
+    quality = json.loads(store.path(DOORDASH, "quality.json").read_text())
+    assert quality["tools"]["cancel_delivery_order"]["status"] in ("ok", "client_error_only")  # a date tool
+    assert quality["tools"]["assign_driver_to_order"]["status"] == "server_error"
+
+    # The next `awm repair` starts from the kept code: its attempt 0 is the repaired file with what is left.
+    again = repair_scenario(store, LLMClient(replay_dir=tmp_path / "empty"), DOORDASH, phases=("env_code",),
+                            max_attempts=1)
+    assert again["before"]["tools_server_error"] == report["after"]["tools_server_error"]
+    zero = store.list_attempts(DOORDASH, "env_code_repair")[0]
+    assert zero["artifact"]["code"] == repaired
+    assert store.read_text(DOORDASH, "server.py") == repaired  # a failed first call changes nothing
+
+
+def test_regressions_name_what_a_phase_broke():
+    from awm_assets.synthesis.repair import regressions
+
+    before = {"tools": {"a": {"status": "ok"}, "b": {"status": "server_error"}, "c": {"status": "client_error_only"}},
+              "tasks": [{"task_idx": 0, "verdict": "ok", "solvable": "yes"},
+                        {"task_idx": 1, "verdict": "ok", "solvable": "unverified"}]}
+    after = {"tools": {"a": {"status": "server_error"}, "b": {"status": "ok"}},
+             "tasks": [{"task_idx": 0, "verdict": "ok", "solvable": "no", "solution_detail": "call 1 failed"},
+                       {"task_idx": 1, "verdict": "vacuous", "solvable": "unverified"}]}
+    assert regressions(before, after) == [
+        "tool 'a' was ok, now server_error", "tool 'c' was client_error_only, now not served",
+        "task 0 was proven solvable, now no: call 1 failed", "task 1's verifier is newly vacuous"]
+    assert regressions(before, before) == []
