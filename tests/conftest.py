@@ -95,7 +95,7 @@ UNIT_SECONDS = {
     "tests/runtime/test_bench_failures.py": 50, "tests/training/test_data_parallel.py": 50,
     "tests/runtime/test_bench.py": 45, "tests/rl/test_audit.py": 45, "tests/test_real_model_replay.py": 40,
     "tests/bfcl/test_bfcl_harness.py": 40, "tests/quality/test_quality_gate.py": 35,
-    "tests/quality/test_agent_proofs.py": 40,
+    "tests/quality/test_agent_proofs.py": 60,
 }
 
 

@@ -5,23 +5,31 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def _table(report: dict) -> str:
     head = ("| scenario | tools | ok | server error | 5xx on edge input | client errors only | shadowed | "
-            "tasks eligible | vacuous | blocked | unsolvable | crash | solvable (proven) |")
+            "tasks eligible | vacuous | goal met | blocked (tool / data / writes) | unsolvable | crash | "
+            "solvable (proven) |")
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
     for s in report["scenarios"]:
         tasks = s.get("tasks", [])
         rows.append(f"| {s['scenario']} | {s['tools_total']} | {s['tools_ok']} | {s['tools_server_error']} | "
                     f"{s['tools_server_error_on_edge']} | {s['tools_client_error_only']} | {s['shadowed']} | "
-                    f"{s.get('eligible_tasks', 0)}/{len(tasks)} | {s['vacuous']} | {s['blocked']} | "
+                    f"{s.get('eligible_tasks', 0)}/{len(tasks)} | {s['vacuous']} | {s.get('goal_met', 0)} | "
+                    f"{s['blocked']} ({s.get('blocked_by_tool', 0)} / {s.get('blocked_by_data', 0)} / "
+                    f"{s.get('blocked_by_writes', 0)}) | "
                     f"{s['unsolvable']} | {s['crash']} | {sum(1 for t in tasks if t.get('solvable') == 'yes')} |")
     t = report["totals"]
     rows.append(f"\n{t['environments_with_server_errors']} of {t['environments']} environments have a tool that "
                 f"answers 5xx on valid input ({t['tools_server_error']} of {t['tools_total']} tools); "
                 f"{t['environments_with_bugs']} have a bug of any kind ({t['bugs_per_environment']} per environment); "
-                f"{t['tasks_eligible']} of {t['tasks']} tasks eligible, {t['share_blocked']:.0%} blocked.")
+                f"{t['tasks_eligible']} of {t['tasks']} tasks eligible, {t['share_blocked']:.0%} blocked "
+                f"({t.get('blocked_by_tool', 0)} by a tool, {t.get('blocked_by_data', 0)} by data, "
+                f"{t.get('blocked_by_writes', 0)} by writes no tool makes; the paper: "
+                f"{t.get('paper_share_blocked', 0.14):.0%}), {t.get('goal_met', 0)} with the goal already met; "
+                f"{t.get('tasks_with_answers_in_tools', 0)} tasks have a literal in the tool listing.")
     for s in report["scenarios"]:
         if s.get("error"):
             rows.append(f"  {s['scenario']}: {s['error']}")
@@ -34,6 +42,9 @@ def _table(report: dict) -> str:
         for task in s.get("tasks", []):
             if not task["eligible"]:
                 rows.append(f"  {s['scenario']} task {task['task_idx']}: {task['verdict']}: {task['reason'][:240]}")
+            for leak in task.get("answers_in_tools", [])[:3]:
+                rows.append(f"  {s['scenario']} task {task['task_idx']}: answer in the tool listing: "
+                            f"{leak['literal'][:60]!r} in {leak['tool']} ({leak['where']})")
     return "\n".join(rows)
 
 
@@ -49,7 +60,12 @@ def quality_main(argv: list[str]) -> int:
     p.add_argument("--judge", choices=["llm", "sql"], default=None,
                    help="also require the rollout judge in this mode to call each reference solution Completed")
     p.add_argument("--judge-model", default=None, help="litellm model of the judge (default $AWM_JUDGE_MODEL or replay)")
+    p.add_argument("--proofs-from", type=Path, default=None, metavar="DIR",
+                   help="replay the agent episodes under DIR (trajectory.json files) and keep those that pass as proofs")
+    p.add_argument("--run", default=None, help="with --proofs-from: the run name kept as the proofs' provenance")
     args = p.parse_args(argv)
+    if args.proofs_from:
+        return _proofs_main(args)
     judge = None
     if args.judge:
         from awm_resources.settings import judge_llm_config
@@ -63,6 +79,31 @@ def quality_main(argv: list[str]) -> int:
         return 2
     report = quality(store, args.scenarios or None, reuse=not args.fresh, timeout_s=args.timeout, judge=judge)
     print(json.dumps(report, indent=2, ensure_ascii=False, default=str) if args.json else _table(report))
+    return 0
+
+
+def _proofs_main(args: argparse.Namespace) -> int:
+    """`awm quality --proofs-from DIR`: agent episodes as proofs (awm_rl/quality/proofs.py)."""
+    from awm_resources.store import ArtifactStore
+    from awm_rl.quality.proofs import load_episodes, prove_episodes
+
+    try:
+        episodes = load_episodes(args.proofs_from)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"awm quality: {exc}", file=sys.stderr)
+        return 2
+    if not episodes:
+        print(f"awm quality: no episodes (trajectory.json) under {args.proofs_from}", file=sys.stderr)
+        return 2
+    store = ArtifactStore(None)
+    episodes = [e for e in episodes if not args.scenarios or e.scenario in args.scenarios]
+    report = prove_episodes(store, episodes, run=args.run or args.proofs_from.name, timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+        return 0
+    print(f"{len(episodes)} episode(s): " + ", ".join(f"{n} {k}" for k, n in report["counts"].items() if n))
+    for f in report["episodes"]:
+        print(f"  {f['scenario']} task {f['task_idx']} ({f['policy']}): {f['kind']}: {f['detail'][:240]}")
     return 0
 
 

@@ -54,9 +54,10 @@ def _episodes(store: ArtifactStore, scripts: dict[tuple[str, int], list[str]], t
                 for s, t in sorted(scripts)]
 
 
-def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_address, tmp_path):
+def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_address, tmp_path, monkeypatch, capsys):
     from awm_resources.provenance import environment_digest
     from awm_rl.agent.policies import solution_turns
+    from awm_rl.quality.commands import quality_main
     from awm_rl.quality.proofs import PROOFS_FILE, load_episodes, prove_episodes
     from awm_rl.quality.solutions import load_solutions
 
@@ -107,3 +108,12 @@ def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_addres
     # Deposit account 6 and 500 USDC: the replay on a fresh instance made the same calls as the agent.
     banking = next(f for f in report["episodes"] if (f["scenario"], f["task_idx"]) == ("banking_fintech_2", 0))
     assert all(c["status"] < 400 for c in banking["calls"]) and banking["verifier"]["verdict"] == "complete"
+
+    # `awm quality --proofs-from DIR` again: the same proofs, nothing new to keep (the tasks are proven now).
+    monkeypatch.setenv("AWM_HOME", str(agent_store.root))
+    capsys.readouterr()
+    assert quality_main(["crowdfunding_platform_1", "--proofs-from", str(folder), "--run", "again"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 episode(s): 1 proven") and "crowdfunding_platform_1 task 1" in out
+    assert agent_store.read_json("crowdfunding_platform_1", PROOFS_FILE)["runs"][-1]["solutions_added"] == []
+    assert quality_main(["--proofs-from", str(tmp_path / "nowhere")]) == 2
