@@ -36,8 +36,10 @@ from awm_rl.quality.results import (  # noqa: F401 - re-exported for the gate's 
     judge_label,
     stored_quality,
     summarize_batch,
+    task_truth_counts,
 )
 from awm_rl.quality.solutions import broken_call, load_solutions, solution_feedback
+from awm_rl.quality.task_links import apply_links, link_tasks
 from awm_rl.reward.audit import audit_verifiers, write_audit
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
 from awm_rl.verification import VerifierJob, run_verifiers
@@ -96,6 +98,9 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
             | {t for r in probe.values() for t in r["writes"]}, facts)
         out["tasks"] = _task_checks(store, scenario, records, initial, runs, facts, writable, verifier_timeout_s)
         _with_diagnoses(out["tasks"], solutions)
+        api_spec = store.read_json(scenario, "api_spec.json") if store.has(scenario, "api_spec.json") else None
+        apply_links(out["tasks"], link_tasks([(r.task_idx, r.task) for r in records], probe, solutions, initial,
+                                             api_spec), runs)
         if judge is not None:
             _judge_solutions(scenario, out["tasks"], records, runs, judge)
     kept.clear()
@@ -103,6 +108,7 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
         out[kind] = sum(1 for t in out["tasks"] if t["verdict"] == kind)
     out["verifier_crash"] = out["crash"]
     out["eligible_tasks"] = sum(1 for t in out["tasks"] if t["eligible"])
+    out.update(task_truth_counts(out["tasks"]))
     atomic_write_json(store.path(scenario, QUALITY_FILE), out)
     atomic_write_json(_by_digest(store, out["digest"], out.get("judge")), out)
     return out

@@ -20,7 +20,24 @@ from awm_resources.store import ArtifactStore, atomic_write_json
 CHECKED_FILES = ENVIRONMENT_FILES
 content_digest = environment_digest
 # Task verdicts that leave a task out of training, in the order they are reported.
-INELIGIBLE = ("missing", "crash", "vacuous", "nondeterministic", "blocked", "unsolvable")
+INELIGIBLE = ("missing", "crash", "vacuous", "nondeterministic", "goal_met", "blocked", "unsolvable")
+PAPER_SHARE_BLOCKED = 0.14  # AWM (arXiv 2602.10090): share of tasks blocked by environment bugs
+
+
+def task_truth_counts(tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One environment's (or a batch's) tasks by what stands in their way (`task_links.apply_links`): blocked by a
+    tool, by data, by writes no tool makes; goal already met; proofs over the turn limit; literals the tool
+    listing gives away."""
+    n = len(tasks)
+    blocked = sum(1 for t in tasks if t.get("verdict") == "blocked")
+    return {
+        **{f"blocked_by_{k}": sum(1 for t in tasks if t.get("verdict") == "blocked" and t.get("blocked_by") == k)
+           for k in ("tool", "data", "writes")},
+        "share_blocked": round(blocked / n, 4) if n else 0.0,
+        "share_goal_met": round(sum(1 for t in tasks if t.get("verdict") == "goal_met") / n, 4) if n else 0.0,
+        "proofs_over_turn_limit": sum(1 for t in tasks if t.get("over_turn_limit")),
+        "tasks_with_answers_in_tools": sum(1 for t in tasks if t.get("answers_in_tools")),
+    }
 
 
 def file_stats(store: ArtifactStore, scenario: str) -> list:
@@ -58,9 +75,10 @@ def summarize_batch(results: list[dict[str, Any]]) -> dict[str, Any]:
         "environments_with_server_errors": sum(1 for r in results if r.get("tools_server_error")),
         "tasks": len(tasks),
         "tasks_eligible": sum(1 for t in tasks if t["eligible"]),
-        "share_blocked": round(sum(1 for t in tasks if t["verdict"] == "blocked") / len(tasks), 4) if tasks else 0.0,
         **{k: sum(1 for t in tasks if t["verdict"] == k) for k in INELIGIBLE},
         "solvable_yes": sum(1 for t in tasks if t.get("solvable") == "yes"),
+        **task_truth_counts(tasks),
+        "paper_share_blocked": PAPER_SHARE_BLOCKED,
     }
 
 
