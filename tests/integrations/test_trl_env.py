@@ -1,0 +1,106 @@
+"""The catalog as TRL's environment_factory: the stock `trl.GRPOTrainer` trains a tiny model on a demo environment
+through the pool, group members start alike, rewards are the verifiers' verdicts."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+SCENARIO = "issue_tracker"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def store_root(demo_pristine, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("trl_env_store")
+    shutil.copytree(demo_pristine, root, dirs_exist_ok=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def pool(store_root, ray_address):
+    from awm_rl.runtime.pool import EnvironmentPool
+
+    with EnvironmentPool(store_root, ray_address=ray_address, num_hosts=1, prefetch=4) as p:
+        yield p
+
+
+def _environments(store_root, pool, **kw):
+    from awm_rl.integrations.trl_env import AWMEnvironments
+
+    return AWMEnvironments(store_root, scenarios=[SCENARIO], pool=pool, **kw)
+
+
+def test_tools_are_the_listing_with_its_schemas(store_root, pool):
+    from transformers.utils import get_json_schema
+
+    with _environments(store_root, pool, num_generations=2) as envs:
+        env = envs()
+        listing = {t["name"]: t for t in pool.list_tools(env._handle)}
+        members = [name for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+                   if name not in ("reset", "get_reward") and not name.startswith("_")]  # what TRL offers
+        assert sorted(members) == sorted(listing)
+        for name in members:
+            rendered = get_json_schema(getattr(env, name))["function"]
+            schema = listing[name]["input_schema"]
+            assert set(rendered["parameters"]["properties"]) == set(schema.get("properties") or {}), name
+            assert set(rendered["parameters"].get("required", [])) == set(schema.get("required") or []), name
+
+
+def test_reference_solution_through_the_methods_scores_one_and_doing_nothing_zero(store_root, pool):
+    """A write task's reference calls, made as TRL makes them (method(**arguments)), are Completed by its verifier;
+    the same task untouched is not."""
+    solution = json.loads((ROOT / "seeds" / "solutions" / f"{SCENARIO}.json").read_text())
+    task = next(t for t in solution["tasks"] if t["task_idx"] == 1)
+    with _environments(store_root, pool, num_generations=1) as envs:
+        solved, idle = envs(), envs()
+        assert solved.reset(task_idx=1) == idle.reset(task_idx=1) == envs.catalog.task(SCENARIO, 1).task
+        for call in task["calls"]:
+            answer = getattr(solved, call["tool"])(**call["arguments"])
+            assert isinstance(answer, str) and answer
+        assert solved.get_reward() == 1.0 and idle.get_reward() == 0.0
+        by_slot = {e.slot: e for e in envs.episodes}
+        assert by_slot[solved._slot].classification == "Completed" and by_slot[solved._slot].verifier["verdict"] == "complete"
+        assert by_slot[idle._slot].classification == "Agent Error" and by_slot[idle._slot].tool_calls == 0
+        solved.reset(task_idx=1)  # back to the initial database: the issue it created is gone
+        assert solved.get_reward() == 0.0
+
+
+def test_stock_grpo_trainer_two_steps_on_catalog_environments(store_root, pool, tmp_path):
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl import GRPOConfig, GRPOTrainer
+
+    from awm_rl.reward import CLASS_REWARD
+    from awm_rl.tiny_model import MODEL_FOLDER, build_tiny_qwen3
+
+    build_tiny_qwen3(tmp_path)
+    G, per_step = 2, 4
+    with _environments(store_root, pool, num_generations=G, seed=1) as envs:
+        args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=G,
+                          per_device_train_batch_size=per_step, max_completion_length=12, max_steps=2,
+                          max_tool_calling_iterations=1, logging_steps=1, report_to="none", save_strategy="no",
+                          model_init_kwargs={"dtype": "float32"}, seed=0)
+        trainer = GRPOTrainer(model=str(tmp_path / MODEL_FOLDER), args=args, environment_factory=envs)
+        trainer.train()
+
+        episodes = envs.episodes
+        assert len(episodes) == 2 * per_step  # every slot of both steps scored through get_reward
+        for ep in episodes:  # each reward is the verifier's verdict under the paper's classes
+            assert ep.verifier is not None and ep.verifier["ok"], ep
+            assert ep.reward == CLASS_REWARD[ep.classification]
+        groups = defaultdict(list)
+        for ep in episodes:
+            groups[(ep.round, ep.group)].append(ep)
+        assert len(groups) == 2 * per_step // G and all(len(members) == G for members in groups.values())
+        for members in groups.values():  # every member of a group: the same task, the same initial database
+            assert len({(m.task_idx, m.initial_db_sha256) for m in members}) == 1, members
+        assert len({ep.task_idx for ep in episodes}) > 1  # groups got different tasks
+        logged = [row[f"rewards/AWM_{SCENARIO}/mean"] for row in trainer.state.log_history
+                  if f"rewards/AWM_{SCENARIO}/mean" in row]
+        assert len(logged) == 2  # TRL logged the environment's reward source on both steps
