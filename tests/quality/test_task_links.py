@@ -1,0 +1,161 @@
+"""Task-level truth on real AgentWorldModel-1K environments (../shared): each task linked to the tools and rows it
+needs; blocked by a broken tool or a missing row, goal already met, proofs over the turn limit or only duplicating
+a row, literals the tool listing gives away (issue 38 items 1, 2, 6)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from awm_rl.quality.literals import RowIndex, entity_nouns, task_literals
+from awm_rl.quality.task_links import apply_links, link_tasks, tools_from_text
+
+REAL_AGENT_AWM1K = Path(__file__).resolve().parents[2].parent / "shared" / "real-model-agent" / "awm1k"
+
+
+def _tasks(store, scenario: str) -> list[tuple[int, str]]:
+    from awm_rl.reward.tasks import load_tasks
+
+    return [(r.task_idx, r.task) for r in load_tasks(store, scenario)]
+
+
+@pytest.fixture(scope="module")
+def real_agent_store(tmp_path_factory):
+    """The two AWM-1K environments a strong model was run on as the agent, imported as `awm import` does."""
+    from awm_resources.interop import import_awm_dir
+    from awm_resources.store import ArtifactStore
+
+    if not REAL_AGENT_AWM1K.is_dir():
+        pytest.fail(f"the real-model-agent environments are missing: expected {REAL_AGENT_AWM1K}")
+    store = ArtifactStore(tmp_path_factory.mktemp("real_agent_store"))
+    assert import_awm_dir(REAL_AGENT_AWM1K, store).scenarios
+    return store
+
+
+def test_literal_roles_follow_the_words_around_them():
+    nouns = entity_nouns(["pets", "bookings", "delivery_orders", "campaigns"])
+    create = task_literals('Add a new pet record for my dog named "Milo" (Golden Retriever, male, 3 years old)', nouns)
+    assert [(lit.text, lit.role) for lit in create if lit.kind == "text"] == [("Milo", "value")]
+    request = task_literals('Request a booking for a 30-minute walk from the previous search for "Milo" on 2026-03-05',
+                            nouns)
+    assert next(lit for lit in request if lit.text == "Milo").role == "reference"
+    order = next(lit for lit in task_literals('Mark order "BB-10482" as delivered at 2:46 PM', nouns))
+    assert (order.text, order.kind, order.role, order.strong, order.noun) == ("BB-10482", "code", "reference", True,
+                                                                              "order")
+    update = task_literals('Update my campaign "Help Maya’s Recovery" by changing the goal amount to 15000 USD and '
+                           'updating the location to "Round Rock, TX"', nouns)
+    roles = {lit.text: (lit.role, lit.mine) for lit in update}
+    assert roles["Help Maya’s Recovery"] == ("reference", True)
+    assert roles["Round Rock, TX"][0] == "value"
+    assert "00" not in {lit.text for lit in task_literals("between 6:00 PM and 7:00 PM", nouns)}  # clock times
+
+
+def test_tools_a_task_names_are_read_from_its_text_and_the_spec():
+    tools = {"create_one_time_donation_intent": {"description": "Create a one-time donation intent for a campaign"},
+             "create_recurring_donation_intent": {"description": "Create a recurring monthly donation intent for a "
+                                                                 "campaign"},
+             "create_campaign": {"description": "Create a new fundraising campaign"},
+             "create_campaign_update": {"description": "Post a campaign update"}}
+    pledge = 'Create a recurring monthly pledge of 20 USD to the campaign "Wildfire Relief for Sonoma"'
+    assert "create_recurring_donation_intent" in tools_from_text(pledge, tools)
+    assert "create_one_time_donation_intent" not in tools_from_text(pledge, tools)
+    # `post a campaign update` names the update tool, not create_campaign; quoted text names no tool
+    post = 'Post a campaign update on "Help" with the title "Create a recurring donation"'
+    assert tools_from_text(post, tools) == ["create_campaign_update"]
+
+
+def test_the_gate_marks_blocked_and_goal_met_tasks_of_an_awm1k_environment(corpus_store):
+    """gofundme (AWM pipeline output): its recurring-donation tool is shadowed, its receipt tool fails on every
+    valid input, and the initial data already holds the campaign task 0 asks to create."""
+    from awm_assets.synthesis.catalog import catalog_entry
+    from awm_rl.quality.report import scenario_quality
+
+    result = scenario_quality(corpus_store, "gofundme")
+    tasks = {t["task_idx"]: t for t in result["tasks"]}
+    assert result["tools"]["create_recurring_donation_intent"]["status"] == "shadowed"
+    pledge = tasks[5]
+    assert "create_recurring_donation_intent" in pledge["needs_tools"] and pledge["needs_tools_from"] == "task text"
+    assert "shadowed by create_one_time_donation_intent" in pledge["broken_tools"]["create_recurring_donation_intent"]
+    receipt = tasks[7]
+    assert (receipt["verdict"], receipt["blocked_by"]) == ("blocked", "tool")
+    assert "fetch_donation_receipt_metadata" in receipt["reason"] and "HTTP 500" in receipt["reason"]
+    created = tasks[0]
+    assert created["verdict"] == "goal_met" and not created["eligible"]
+    campaign = next(r for r in created["goal_met_rows"] if r["table"] == "campaigns")
+    assert campaign["matches"]["title"] == "Help Maya’s Recovery" and "campaigns row" in created["reason"]
+    # counted beside the paper's share, and left out of the catalog's training set
+    assert result["blocked_by_tool"] >= 1 and result["goal_met"] >= 1
+    assert result["share_blocked"] == round(sum(t["verdict"] == "blocked" for t in tasks.values()) / len(tasks), 4)
+    entry = catalog_entry(corpus_store, "gofundme", result)
+    assert {0, 7} <= set(entry["excluded_tasks"])
+    assert entry["excluded_reasons"]["7"].startswith("blocked: needs tool fetch_donation_receipt_metadata")
+    # the tool listing hands out the task's own values (item 6)
+    leaks = {(a["literal"], a["tool"]) for a in created["answers_in_tools"]}
+    assert ("Help Maya’s Recovery", "create_campaign") in leaks
+    assert result["tasks_with_answers_in_tools"] >= 1
+
+
+def test_missing_and_other_users_rows_block_a_task(corpus_store, real_agent_store):
+    """rover task 2 books a walk for "Milo", whom no row holds (task 0 would create him); crowdfunding_platform_1
+    task 3 acts for 'my nonprofit organization ORG-9823', which belongs to user 3."""
+    rover = link_tasks(_tasks(corpus_store, "rover"), {}, {}, corpus_store.path("rover", "initial.db"))
+    assert [m["literal"] for m in rover[2].get("missing_rows", [])] == ["Milo"]
+    assert "missing_rows" not in rover[0]  # task 0 creates Milo: no presupposition
+    crowd = link_tasks(_tasks(real_agent_store, "crowdfunding_platform_1"), {}, {},
+                       real_agent_store.path("crowdfunding_platform_1", "initial.db"))
+    reason = crowd[3]["missing_rows"][0]["reason"]
+    assert "'ORG-9823'" in reason and "not the current user" in reason
+    # gift cards labeled 'Holiday Giving 2026' for alice@ and bob@ are already stored (task 7's goal)
+    rows = crowd[7]["goal_met_rows"]
+    assert {r["matches"].get("recipient_email") for r in rows} >= {"alice@example.com", "bob@example.com"}
+    tasks = [{"task_idx": i, "verdict": "ok", "eligible": True, "reason": "", "solvable": "unverified"}
+             for i in (3, 7)]
+    apply_links(tasks, crowd, {}, max_turns=20)
+    assert [(t["verdict"], t.get("blocked_by")) for t in tasks] == [("blocked", "data"), ("goal_met", None)]
+
+
+def _db(path: Path, rows: list[tuple]) -> Path:
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE rewards (id INTEGER PRIMARY KEY, member_id INTEGER, name TEXT, points INTEGER, "
+                 "created_at TEXT)")
+    conn.executemany("INSERT INTO rewards VALUES (?, ?, ?, ?, ?)", rows)
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_a_proof_over_the_turn_limit_or_only_duplicating_a_row_is_no_proof(tmp_path):
+    existing = [(1, 7, "Free coffee", 100, "2026-01-01 10:00:00")]
+    initial = _db(tmp_path / "initial.db", existing)
+    copy = _db(tmp_path / "copy.db", [*existing, (2, 7, "Free coffee", 100, "2026-03-01 09:00:00")])
+    real = _db(tmp_path / "real.db", [*existing, (2, 7, "Free muffin", 250, "2026-03-01 09:00:00")])
+    task = "Create a reward 'Free coffee' worth 100 points for member 7"
+    links = link_tasks([(0, task), (1, task), (2, task)], {}, {}, initial)
+    call = {"tool": "create_reward", "arguments": {}, "status": 200, "error": None}
+    runs = {"0": {"calls": [call], "initial_db": str(initial), "final_db": str(copy)},
+            "1": {"calls": [call] * 19, "initial_db": str(initial), "final_db": str(real)},
+            "2": {"calls": [call] * 18, "initial_db": str(initial), "final_db": str(real)}}
+    tasks = [{"task_idx": i, "verdict": "ok", "eligible": True, "reason": "", "solvable": "yes"} for i in range(3)]
+    apply_links(tasks, {i: {**links[i], "goal_met_rows": []} for i in links}, runs, max_turns=20)
+    dup, long, fits = tasks
+    assert (dup["solvable"], dup["verdict"]) == ("no", "goal_met")
+    assert dup["goal_met_rows"][0]["matches"]["name"] == "Free coffee" and "copy of an existing" in dup["solution_detail"]
+    assert (long["solvable"], long["over_turn_limit"], long["eligible"]) == ("unverified", True, True)
+    assert "19 calls: 21 turns" in long["solution_detail"]
+    assert (fits["solvable"], fits["verdict"]) == ("yes", "ok")  # 18 calls + list_tools + answer = 20 turns
+
+
+def test_row_index_finds_money_as_cents_and_split_places(tmp_path):
+    path = tmp_path / "db.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE campaigns (id INTEGER PRIMARY KEY, goal_amount_cents INTEGER, city TEXT, region TEXT)")
+    conn.execute("INSERT INTO campaigns VALUES (1, 1500000, 'Round Rock', 'TX')")
+    conn.commit()
+    conn.close()
+    index = RowIndex.read(path)
+    lits = {lit.text: lit for lit in task_literals("set the goal to 15000 USD and the location to 'Round Rock, TX'",
+                                                   entity_nouns(["campaigns"]))}
+    assert index.find(lits["15000"]) == [("campaigns", 1, "goal_amount_cents")]
+    assert index.find(lits["Round Rock, TX"]) == [("campaigns", 1, "round rock+tx")]
