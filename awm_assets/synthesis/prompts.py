@@ -211,6 +211,9 @@ Design the REST API an agent uses to complete every task. Rules:
   ({{name: {{type, param_type: query|path|body, required, description, example}}}}), response (every field
   with its type, description and an example; arrays with their item fields), required_tables and
   required_fields ({{table: [columns]}}).
+- Examples and descriptions never give a task's answer away: no value a task states (a name, title, SKU,
+  code, email, id) appears as an example or in a description; take examples from sample rows no task names,
+  or neutral made-up values. The agent must look them up with the tools.
 
 Answer with JSON: {{"api_groups": [{{"group_name": str, "endpoints": [...]}}]}}""", corrections)
 
@@ -243,7 +246,7 @@ Implement the whole API as ONE Python file. Rules:
   take path parameters and, when the spec lists body fields, ONE Pydantic body model holding them (required
   fields `Field(...)`, optional ones with a default; a body of only optional fields is still that one model,
   e.g. `body: M | None = None`); an endpoint without body fields takes no body parameter. Every request and response field has
-  `Field(..., description=..., examples=[...])`. The current user is id 1, applied by the server.
+  `Field(..., description=..., examples=[...])`, its examples the spec's own. The current user is id 1, applied by the server.
 - Dates and times: the schema stores them as TEXT in ISO 8601, so map those columns as `String` and store
   what arrives in the schema's format ('YYYY-MM-DD HH:MM:SS', or 'YYYY-MM-DD' for dates): validate it with
   `datetime.fromisoformat` (a bad value is a 422) and write the normalised string. Only a column the schema

@@ -159,3 +159,27 @@ def test_row_index_finds_money_as_cents_and_split_places(tmp_path):
                                                    entity_nouns(["campaigns"]))}
     assert index.find(lits["15000"]) == [("campaigns", 1, "goal_amount_cents")]
     assert index.find(lits["Round Rock, TX"]) == [("campaigns", 1, "round rock+tx")]
+
+
+def test_the_spec_prompt_forbids_task_values_as_examples_and_the_check_finds_them(corpus_store):
+    """Item 6: the API-spec prompt's rule, and the check that reports a task's literal in a tool's description,
+    schema examples or the spec's examples (enum lists are allowed values, no answer)."""
+    from awm_assets.synthesis import prompts
+    from awm_rl.quality.task_links import answers_in_tools
+
+    prompt = prompts.api_spec("s", "d", ["Create a coupon 'SPRING20'"], "CREATE TABLE coupons (...)")[-1]["content"]
+    assert "never give a task's answer away" in prompt and "sample rows no task names" in prompt
+    lits = task_literals("Create a coupon code 'SPRING20' for buyer 'ana@example.com' in category 'Home Decor'",
+                         entity_nouns(["coupons"]))
+    specs = {"create_coupon": {"description": "Create a coupon, e.g. SPRING20.",
+                               "input_schema": {"properties": {"code": {"type": "string"},
+                                                               "category": {"enum": ["Home Decor", "Garden"]}}}},
+             "find_buyer": {"description": "Find a buyer by email.",
+                            "input_schema": {"properties": {"email": {"examples": ["ana@example.com"]}}}}}
+    found = {(a["literal"], a["tool"], a["where"]) for a in answers_in_tools(lits, specs, None)}
+    assert found == {("SPRING20", "create_coupon", "description"), ("ana@example.com", "find_buyer", "schema")}
+    # the AWM pipeline's own spec does it: gofundme's create_campaign example is task 0's title
+    spec = corpus_store.read_json("gofundme", "api_spec.json")
+    lits = task_literals('Create a new fundraising campaign titled "Help Maya’s Recovery"', entity_nouns(["campaigns"]))
+    assert {"literal": "Help Maya’s Recovery", "tool": "create_campaign", "where": "api spec examples"} in \
+        answers_in_tools(lits, {}, spec)
