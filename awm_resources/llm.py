@@ -361,9 +361,11 @@ def config_problem(exc: BaseException, model: str, api_base: str | None, api_key
     key is read from litellm's own check of the model's variables, not from the exception's class."""
     names = {cls.__name__ for cls in type(exc).__mro__}
     message = str(exc)
+    status = getattr(exc, "status_code", None)  # litellm maps some statuses to a generic APIError (403 among them)
+    by_status = {401: "AuthenticationError", 403: "PermissionDeniedError", 404: "NotFoundError"}.get(status)
     for name, reason in _REFUSED_NAMES.items():
-        if name in names:
-            return f"{reason} ({name}: {quote(message, 300, 100)})"
+        if name in names or name == by_status:
+            return f"{reason} (HTTP {status}, {type(exc).__name__}: {quote(message, 300, 100)})"
     if "BadRequestError" in names and "LLM Provider NOT provided" in message:
         return f"litellm does not know the provider of {model!r} (use <provider>/<model>, e.g. openai/gpt-5)"
     if "APIConnectionError" in names and any(s in message.lower() for s in _UNKNOWN_HOST):

@@ -479,6 +479,7 @@ class JudgeLLMConfig:
         """The judge's LLMClient (`options`: further LLMClient arguments, e.g. max_tokens)."""
         from awm_resources.llm import LLMClient
 
+        options.setdefault("key_hint", self.env.get("api_key") or JudgeSettings.env_names()["api_key"])
         return LLMClient(self.model or "replay", api_base=self.api_base, api_key=self.api_key,
                          temperature=self.temperature, replay_dir=self.replay_dir, **options)
 

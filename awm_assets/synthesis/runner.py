@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from awm_assets.synthesis import prompts
-from awm_resources.llm import CallTag, LLMClient, LLMError, LLMOutputError, ReplayMissingError, quote
+from awm_resources.llm import CallTag, LLMClient, LLMConfigError, LLMError, LLMOutputError, ReplayMissingError, quote
 from awm_resources.store import ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ def run_attempt(spec: StageSpec, ctx: AttemptContext, log_fn: Callable[[str], No
     usage_before = ctx.llm.usage(stage=stage, scenario=key)
     try:
         result = spec.attempt(ctx)
-    except ReplayMissingError:
+    except (ReplayMissingError, LLMConfigError):  # no next attempt can do better: the stage fails as configured
         raise
     except (LLMOutputError, LLMError) as exc:
         text = getattr(exc, "text", "") or ""

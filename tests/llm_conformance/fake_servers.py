@@ -7,11 +7,17 @@ Every request is kept (path, headers, JSON body) so tests assert on the paramete
 Faults (status codes with headers, a slow answer, a truncated answer, a garbage answer) are queued and
 consumed one per completion request, in order; a fault with a `call` waits for that call (the others
 pass it by), so a fault can be placed in the middle of a whole synthesis batch.
+
+`shape` serves an answer the way a provider returns it (`SHAPES`): "content" as recorded; a `<think>` block moved
+out of the content into `reasoning_content` (litellm's split, vLLM's reasoning parser), into `reasoning` (newer
+vLLM) or into Anthropic thinking blocks; "hidden" without it (hosted reasoning models); "native": the recorded
+`<tool_call>` as the OpenAI protocol's `tool_calls` (to requests that carry `tools`), the reasoning apart.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -29,6 +35,7 @@ OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
 ANTHROPIC_PATHS = ("/v1/messages",)
 EMBEDDING_PATHS = ("/v1/embeddings", "/embeddings")
 JSON_TOOL_NAME = "json_tool_call"  # litellm's RESPONSE_FORMAT_TOOL_NAME for Anthropic without native output
+SHAPES = ("content", "reasoning_content", "reasoning", "hidden", "native")
 
 
 @dataclass
@@ -85,7 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
         truncated = bool(fault and fault.truncate)
         if truncated:
             text = text[: max(1, len(text) // 2)]
-        answer = (_openai_answer if protocol == "openai" else _anthropic_answer)(body, text, truncated)
+        answer = (_openai_answer if protocol == "openai" else _anthropic_answer)(body, text, truncated, fake.shape)
         self._send(200, answer)
 
     def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
@@ -111,9 +118,12 @@ class _Server(ThreadingHTTPServer):
 class FakeLLMServer:
     """Both protocols on one loopback port; see the module docstring."""
 
-    def __init__(self, recordings: Path, default_answer: str | None = None):
+    def __init__(self, recordings: Path, default_answer: str | None = None, shape: str = "content"):
+        if shape not in SHAPES:
+            raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
         self.recordings = Path(recordings)
         self.default_answer = default_answer
+        self.shape = shape
         self.requests: list[Received] = []
         self.faults: deque[Fault] = deque()
         self._lock = threading.Lock()
@@ -177,23 +187,63 @@ def _structured(text: str) -> Any:
         return None
 
 
-def _openai_answer(body: dict, text: str, truncated: bool) -> dict:
+def _split_think(text: str) -> tuple[str | None, str]:
+    """A recorded turn's `<think>` block and the rest, as a provider's reasoning parser splits them."""
+    match = _THINK.search(text)
+    if match is None:
+        return None, text
+    return match.group(1).strip(), (text[:match.start()] + text[match.end():]).strip()
+
+
+_THINK = re.compile(r"<think>(.*?)</think>", re.S)
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+
+
+def _openai_message(body: dict, text: str, shape: str) -> tuple[dict, str | None]:
+    """The assistant message in `shape` and the finish reason it implies (None: the usual one)."""
+    if shape == "content":
+        return {"role": "assistant", "content": text}, None
+    reasoning, rest = _split_think(text)
+    message: dict[str, Any] = {"role": "assistant", "content": rest}
+    if shape in ("reasoning_content", "reasoning", "native") and reasoning is not None:
+        message["reasoning_content" if shape != "reasoning" else "reasoning"] = reasoning
+    if shape != "native" or not body.get("tools"):
+        return message, None
+    calls = []
+    for n, match in enumerate(_TOOL_CALL.finditer(rest)):
+        call = json.loads(match.group(1))
+        calls.append({"id": f"call_{uuid.uuid4().hex[:8]}_{n}", "type": "function",
+                      "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))}})
+    if not calls:
+        return message, None
+    message["content"] = _TOOL_CALL.sub("", rest).strip() or None
+    message["tool_calls"] = calls
+    return message, "tool_calls"
+
+
+def _openai_answer(body: dict, text: str, truncated: bool, shape: str = "content") -> dict:
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema" and not truncated:
         data = _structured(text)
         text = json.dumps(data) if data is not None else text
     prompt = _tokens(_prompt_text(body))
     completion = _tokens(text)
+    message, finish = _openai_message(body, text, shape)
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
         "model": body.get("model", "unknown"),
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": "length" if truncated else "stop"}],
+        "choices": [{"index": 0, "message": message, "finish_reason": "length" if truncated else finish or "stop"}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
 
 
-def _anthropic_answer(body: dict, text: str, truncated: bool) -> dict:
+def _anthropic_answer(body: dict, text: str, truncated: bool, shape: str = "content") -> dict:
+    if shape != "content":  # Anthropic returns reasoning as thinking blocks before the text
+        reasoning, rest = _split_think(text)
+        answer = _anthropic_answer(body, rest, truncated)
+        if reasoning is not None and shape != "hidden":
+            answer["content"].insert(0, {"type": "thinking", "thinking": reasoning, "signature": "fake-signature"})
+        return answer
     content: list[dict]
     forced = (body.get("tool_choice") or {}).get("name") == JSON_TOOL_NAME
     data = _structured(text) if (forced or body.get("output_format")) and not truncated else None

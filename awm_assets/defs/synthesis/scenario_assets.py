@@ -13,7 +13,7 @@ from awm_assets.defs.shared.ui_tables import asset_link
 from awm_assets.defs.synthesis.sensors import seed_dir
 from awm_assets.synthesis.scenarios import GenerationSettings, generate_scenarios, record_batch, register_accepted
 from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
-from awm_resources.llm import ReplayMissingError
+from awm_resources.llm import LLMConfigError, ReplayMissingError
 from awm_resources.store import atomic_write_text
 
 REAL_LLM_NOTE = ("The offline replay model answers only the bundled demo batch (seeds/demo.jsonl); any other batch "
@@ -82,6 +82,8 @@ def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConf
             max_rounds=synthesis.max_generation_rounds))
     except ReplayMissingError as exc:
         raise dg.Failure(description=f"{exc}\n{REAL_LLM_NOTE}", allow_retries=False) from exc
+    except LLMConfigError as exc:
+        raise dg.Failure(description=str(exc), allow_retries=False) from exc
     keys = register_accepted(result, st, batch)
     usage = {k: client.usage(stage="scenarios")[k] + client.usage(stage="classify")[k]
              for k in ("llm_calls", "prompt_tokens", "completion_tokens", "cost_usd")}

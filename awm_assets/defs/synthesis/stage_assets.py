@@ -17,7 +17,7 @@ from awm_assets.synthesis import previews
 from awm_assets.synthesis.checks import quality_check, structural_check
 from awm_assets.synthesis.runner import AttemptContext, AttemptFailed, StageExhausted, run_attempt
 from awm_assets.synthesis.stages import build_stage
-from awm_resources.llm import ReplayMissingError
+from awm_resources.llm import LLMConfigError, ReplayMissingError
 from awm_resources.store import PIPELINE_STAGES
 from awm_rl.runtime.sandbox import isolation_summary
 
@@ -114,7 +114,7 @@ def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.Asse
         except AttemptFailed as exc:
             context.log.warning(str(exc))
             raise
-        except (ReplayMissingError, StageExhausted, FileNotFoundError) as exc:
+        except (ReplayMissingError, LLMConfigError, StageExhausted, FileNotFoundError) as exc:
             _report_failure(context, stage, key, attempt, f"{type(exc).__name__}: {exc}")
             raise dg.Failure(description=f"{stage} for {key!r}: {exc}", allow_retries=False) from exc
         except Exception as exc:  # our own bug: fail loudly, do not spend LLM retries on it
