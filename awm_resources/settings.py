@@ -283,8 +283,8 @@ class EvaluationSettings(Section):
     """Rollouts and benchmarks."""
 
     TITLE = "Evaluation"
-    policy_api_base: str | None = setting(None, "API base of a chat:<model> policy of `awm rollout` and `awm eval` "
-                                          "(e.g. a vLLM server for chat:hosted_vllm/...).")
+    policy_api_base: str | None = setting(None, "API base of a chat:<model> policy (rollouts, evaluations; e.g. a "
+                                          "vLLM server for chat:hosted_vllm/...).")
     policy_api_key: str | None = setting(None, "API key of a chat:<model> policy's provider (else the provider's own "
                                          "variable, e.g. OPENAI_API_KEY).", repr=False)
     bfcl_python: Path | None = setting(None, "The Python of BFCL's scoring environment; default .venv/bfcl next to "
