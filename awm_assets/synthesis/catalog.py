@@ -33,10 +33,12 @@ def catalog_entry(store: ArtifactStore, key: str, quality_result: dict[str, Any]
         ineligible = {t["task_idx"]: f"{t['verdict']}: {t['reason']}" for t in q.get("tasks", []) if not t["eligible"]}
         tool_quality = {k: q.get(k, 0) for k in ("tools_total", "tools_ok", "tools_server_error",
                                                   "tools_server_error_on_edge", "tools_client_error_only", "shadowed")}
+        # why tasks are out (awm_rl.quality.task_links): a broken tool, a missing row, the goal already met
+        task_truth = {k: q.get(k, 0) for k in ("blocked_by_tool", "blocked_by_data", "blocked_by_writes", "goal_met")}
     else:
         ineligible = {e["task_idx"]: f"{e['verdict']}: {e['detail']}" for e in json.loads(audit.read_text())["entries"]
                       if e["verdict"] != "ok"} if audit.is_file() else {}
-        tool_quality = {}
+        tool_quality, task_truth = {}, {}
     excluded = sorted(ineligible)
     return {
         "name": key,
@@ -54,6 +56,7 @@ def catalog_entry(store: ArtifactStore, key: str, quality_result: dict[str, Any]
         "excluded_reasons": {str(k): v for k, v in sorted(ineligible.items())},
         "trainable_tasks": max(n_tasks - len(excluded), 0) if checked else None,
         "tool_quality": tool_quality,
+        "task_truth": task_truth,
         "stages": present,
         "missing_stages": [s for s in STAGES if s not in present],
         "invalid_stages": invalid,

@@ -91,6 +91,7 @@ def test_the_gate_marks_blocked_and_goal_met_tasks_of_an_awm1k_environment(corpu
     entry = catalog_entry(corpus_store, "gofundme", result)
     assert {0, 7} <= set(entry["excluded_tasks"])
     assert entry["excluded_reasons"]["7"].startswith("blocked: needs tool fetch_donation_receipt_metadata")
+    assert entry["task_truth"]["blocked_by_tool"] == result["blocked_by_tool"] and entry["task_truth"]["goal_met"] >= 1
     # the tool listing hands out the task's own values (item 6)
     leaks = {(a["literal"], a["tool"]) for a in created["answers_in_tools"]}
     assert ("Help Maya’s Recovery", "create_campaign") in leaks
