@@ -5,7 +5,8 @@ Why in memory: copying a scenario's ~100 KB image with `sqlite3.Connection.deser
 The template is the scenario's `initial.db` re-packed with 512-byte pages (VACUUM), which keeps the
 same rows but shrinks each copy 3-5x (a table or index costs one page, and these schemas have many
 small tables). An instance opens its connection lazily on first use, so creating one is just
-bookkeeping and an untouched instance costs no database memory at all.
+bookkeeping and an untouched instance costs no database memory at all. An instance parked by its host
+keeps only the pages where its database differs from the template (`PageDelta`).
 
 `InstancePool` routes the generated code's single engine (created at import) to whichever
 instance the current call belongs to, through the `current_instance` context variable.
@@ -21,6 +22,8 @@ from pathlib import Path
 
 from sqlalchemy.pool import Pool
 from sqlalchemy.pool.base import _ConnectionRecord
+
+from awm_resources.clock import fix_sqlite, image_clock
 
 TEMPLATE_PAGE_SIZE = 512
 # Prepared statements are per connection and cost memory; the handlers repeat few statements.
@@ -71,7 +74,39 @@ def open_instance_db(template: bytes) -> InstanceConnection:
     conn = sqlite3.connect(":memory:", check_same_thread=False, factory=InstanceConnection,
                            cached_statements=STATEMENT_CACHE)
     conn.deserialize(template)
+    fix_sqlite(conn, image_clock(template))  # the environment's fixed clock for SQLite's 'now', if it has one
     return conn
+
+
+class PageDelta:
+    """A database image kept as the pages where it differs from its template (what a parked instance holds).
+
+    An episode changes a few rows: a handful of 512-byte pages (the rows' leaves, their indexes, the header)
+    of a template of 50-500 KB, so a parked instance costs a few KB instead of a whole copy. `apply` rebuilds the
+    exact image (same length, same bytes); comparing in fixed chunks is exact whatever the database's page size."""
+
+    __slots__ = ("size", "pages")
+
+    def __init__(self, template: bytes, image: bytes, chunk: int = TEMPLATE_PAGE_SIZE):
+        self.size = len(image)
+        common = min(len(template), len(image))
+        pages = [(off, image[off:off + chunk]) for off in range(0, common, chunk)
+                 if image[off:off + chunk] != template[off:off + chunk]]
+        if len(image) > common:  # grown past the template: the tail, whole
+            pages.append((common, image[common:]))
+        self.pages: tuple[tuple[int, bytes], ...] = tuple(pages)
+
+    def apply(self, template: bytes) -> bytes:
+        """The image this delta was taken from (given the same template)."""
+        buf = bytearray(template[:self.size])
+        for off, data in self.pages:
+            buf[off:off + len(data)] = data
+        return bytes(buf)
+
+    @property
+    def nbytes(self) -> int:
+        """What the delta holds (its pages' bytes)."""
+        return sum(len(data) for _, data in self.pages)
 
 
 def write_db_file(conn_or_bytes: sqlite3.Connection | bytes, path: Path, *, read_only: bool = True) -> Path:

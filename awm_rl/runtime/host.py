@@ -7,9 +7,10 @@ binds the instance's database to the current context, sends one in-process ASGI 
 
 Memory: an instance's open connection costs its database plus SQLite's parsed schema, page cache and
 prepared statements (2-5x the database itself). So a host keeps at most `max_open_instances` connections
-open per scenario (least recently used first out); an idle instance beyond that is *parked*: its
-database image is kept as bytes (none at all while it still equals the initial database) and reopened on
-its next call (~0.3 ms). Only instances between calls, with no open transaction, are parked.
+open per scenario (least recently used first out); an idle instance beyond that is *parked*: only the
+pages where its database differs from the template are kept (`db.PageDelta`: a few KB after an episode's
+writes; nothing at all while it still equals the initial database) and it is reopened on its next call
+(~0.3 ms). Only instances between calls, with no open transaction, are parked.
 
 `MultiHost` holds several scenarios in one process (what a Ray host actor wraps). Both run every
 piece of generated code under the process's limits (`awm_rl.limits`): network refused, a deadline
@@ -45,7 +46,7 @@ from typing import Any
 
 from awm_rl.limits import CallTimeout, Watchdog, deadline, io_limits, untrusted
 from awm_rl.runtime.asgi import AnswerTooLarge, asgi_request
-from awm_rl.runtime.db import _Slot, build_template, current_slot, open_instance_db, write_db_file
+from awm_rl.runtime.db import PageDelta, _Slot, build_template, current_slot, open_instance_db, write_db_file
 from awm_rl.runtime.envcode import EnvLoadError, LoadedEnv, load_env
 from awm_rl.runtime.protocol import ToolResult, agent_error, environment_error, instance_id, snapshot_stem
 from awm_rl.runtime.tools import (
@@ -97,7 +98,7 @@ class _Instance:
         self.slot = _Slot()
         self.broken: str | None = None  # set when a call had to be abandoned; cleared by reset()
         self.calls = 0
-        self.image: bytes | None = None  # the database while parked (None: the initial database)
+        self.image: PageDelta | None = None  # the database while parked (None: the initial database)
         self.changes_at_open = 0  # the connection's total_changes when it was opened or reset
         self.in_call = 0  # calls running on the instance (never parked meanwhile)
 
@@ -295,7 +296,8 @@ class ScenarioHost:
     def _conn(self, inst: _Instance):
         conn = inst.slot.conn
         if conn is None:
-            conn = inst.slot.conn = open_instance_db(inst.image if inst.image is not None else self.template)
+            conn = inst.slot.conn = open_instance_db(inst.image.apply(self.template) if inst.image is not None
+                                                     else self.template)
             inst.changes_at_open = conn.total_changes
             self._open[inst.id] = inst
             if len(self._open) > self.max_open_instances:
@@ -315,14 +317,14 @@ class ScenarioHost:
                 self._open.move_to_end(iid)
                 continue
             if conn.total_changes != inst.changes_at_open:
-                inst.image = conn.serialize()
+                inst.image = PageDelta(self.template, conn.serialize())
             self._drop_connection(inst)
 
     def _image(self, inst: _Instance) -> bytes:
         """The instance's database as it is now."""
         if inst.slot.conn is not None:
             return inst.slot.conn.serialize()
-        return inst.image if inst.image is not None else self.template
+        return inst.image.apply(self.template) if inst.image is not None else self.template
 
     def reset(self, iid: str) -> None:
         """Restore the initial database (an in-place copy of the template, ~0.1 ms)."""
@@ -639,7 +641,7 @@ class MultiHost:
                               "cold_start_cpu_ms": h.cold_start_cpu_ms,
                               "live_dbs": len(h._open),
                               "parked_dbs": sum(1 for i in h.instances.values() if i.image is not None),
-                              "parked_kb": sum(len(i.image) for i in h.instances.values()
+                              "parked_kb": sum(i.image.nbytes for i in h.instances.values()
                                                if i.image is not None) / 1024,
                               "template_kb": len(h.template) / 1024}
                           for k, h in self.hosts.items()},
