@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from awm_resources.clock import CLOCK_FILE, IMPORT_NOW, sql_now
 from awm_resources.documents import SCENARIO_FILE, TASKS_FILE, VERIFIERS_FILE, dump, verifier_functions
 from awm_resources.names import normalize_scenario_name
 from awm_resources.published_verifiers import published_records
@@ -365,7 +366,8 @@ def _stage_files(parts: _Parts, key: str, staging: Path, issues: list[ImportIssu
 
     if tables is not None:
         db_tmp = staging / "initial.db"
-        result = build_database(db_tmp, tables, samples)
+        result = build_database(db_tmp, tables, samples, now=IMPORT_NOW)  # the same rows on every import
+        put("db_schema", CLOCK_FILE, json.dumps({"now": sql_now(IMPORT_NOW), "source": "imported"}) + "\n")
         for f in result.failures:
             src = b["gen_db"] if f.kind in ("ddl", "index") else b["gen_sample"]
             issues.append(ImportIssue(src.file, src.line, key, f"{f.kind} #{f.index} for table {f.table} failed: {f.error} -- {f.statement}"))

@@ -10,10 +10,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Iterable
 
 from pydantic import BaseModel, Field
+
+from awm_resources.clock import fix_sqlite, stamp
 
 STATEMENT_TIME_LIMIT_S = 5.0
 
@@ -126,11 +129,16 @@ def count_rows(conn: sqlite3.Connection) -> int:
     return sum(conn.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names)
 
 
-def build_database(path: Path, tables: list[SchemaTable], samples: list[SampleTable] | None) -> BuildResult:
-    """Create `path` (must not exist) from the schema, then the inserts if given."""
+def build_database(path: Path, tables: list[SchemaTable], samples: list[SampleTable] | None, *,
+                   now: datetime | None = None) -> BuildResult:
+    """Create `path` (must not exist) from the schema, then the inserts if given. With `now`, SQLite's date
+    functions read it for 'now' and the database carries it (`awm_resources.clock`)."""
     result = BuildResult()
     guarded = _Guarded(path)
     try:
+        if now is not None:
+            fix_sqlite(guarded.conn, now)
+            stamp(guarded.conn, now)
         apply_schema(guarded, tables, result)
         if samples is not None:
             apply_inserts(guarded, samples, result)

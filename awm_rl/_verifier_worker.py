@@ -61,6 +61,25 @@ for _name in sorted(ALLOWED_IMPORTS | _INTERNAL_IMPORTS | ALLOWED_SUBMODULES) + 
 import inspect  # noqa: E402  (after the pre-imports on purpose)
 import sqlite3  # noqa: E402 - as above
 
+
+def _load_clock() -> types.ModuleType:
+    """awm_resources/clock.py (stdlib only; this worker imports no project module): the environment's fixed clock,
+    which the databases a job names carry in their header."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "awm_resources", "clock.py")
+    spec = importlib.util.spec_from_file_location("_awm_clock", path)
+    if spec is None or spec.loader is None or not os.path.isfile(path):
+        raise RuntimeError(f"verifier worker: the clock module is missing at {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_CLOCK = _load_clock()
+_CLOCK.datetime_module()  # built now: nothing loads once a verifier runs
+_CLOCK_NOW: list = [None]  # the current job's environment "now" (None: the wall clock)
+
 MAX_RESULT_BYTES = 1_000_000
 NOBODY = 65534
 MAX_CAPTURED_OUTPUT = 4_000
@@ -169,6 +188,7 @@ def _short(args: tuple) -> str:
 def _guarded_connect(*args, **kwargs):
     """sqlite3.connect for verifiers: no ATTACH, and long statements stop when time is up."""
     conn = sqlite3.connect(*args, **kwargs)
+    _CLOCK.fix_sqlite(conn, _CLOCK_NOW[0])
     conn.set_authorizer(_authorizer)
     conn.set_progress_handler(_progress_handler, 1000)
     return conn
@@ -199,6 +219,8 @@ def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
         return _REAL_IMPORT(name, globals, locals, fromlist, level)
     if level == 0 and name == "sqlite3":
         return _SQLITE_SHIM
+    if level == 0 and name == "datetime":  # with the fixed classes: the job's environment clock
+        return _CLOCK.datetime_module()
     if level != 0 or (top not in ALLOWED_IMPORTS and not _allowed_submodule(name, fromlist)):
         if _JOB is not None:
             _JOB.flag(
@@ -280,6 +302,8 @@ def _run_job(request: dict) -> dict:
     global _JOB
     timeout_s = float(request["timeout_s"])
     allowed = {os.path.realpath(request["initial"]), os.path.realpath(request["final"])}
+    _CLOCK_NOW[0] = _CLOCK.file_clock(request["initial"])  # datetime and SQLite's 'now' read the environment's clock
+    _CLOCK.set_now(_CLOCK_NOW[0])
     job = _Job(allowed, time.monotonic() + timeout_s)
     used = resource.getrusage(resource.RUSAGE_SELF)
     cpu_used = int(used.ru_utime + used.ru_stime)

@@ -16,6 +16,7 @@ from awm_assets.synthesis import prompts
 from awm_assets.synthesis.context import store_tool_specs, task_rows, tool_specs
 from awm_assets.synthesis.models import ApiSpec, SampleOutput, SchemaOutput, TaskList, VerifierOutput
 from awm_assets.synthesis.runner import AttemptContext, AttemptResult
+from awm_resources.clock import environment_now
 from awm_resources.documents import verifier_functions
 from awm_resources.llm import extract_code, parse_model
 from awm_resources.sqlite_build import (
@@ -125,7 +126,8 @@ class SampleDataStage:
     def commit(self, ctx: AttemptContext, artifact: Any) -> dict[str, Any]:
         samples = [SampleTable.model_validate(t) for t in artifact["tables"]]
         with atomic_path(ctx.store.path(ctx.scenario, "initial.db")) as tmp_db:
-            result = build_database(tmp_db, load_schema(ctx), samples)
+            result = build_database(tmp_db, load_schema(ctx), samples,
+                                    now=environment_now(ctx.store.scenario_dir(ctx.scenario)))  # a fixed clock
         ctx.store.write_json(ctx.scenario, "sample.json", artifact)
         ctx.store.write_text(ctx.scenario, "sample.sql", sample_sql(samples))
         return {"sample_rows": result.rows, "inserts": result.inserts_total, "inserts_failed": result.inserts_failed}

@@ -26,6 +26,7 @@ from typing import Any
 import sqlalchemy
 import sqlalchemy.engine
 
+from awm_resources.clock import clock_builtins, image_clock, set_now
 from awm_rl.limits import CallTimeout, deadline, untrusted
 from awm_rl.runtime.db import InstancePool, _Slot, current_slot, open_instance_db
 
@@ -103,7 +104,9 @@ def load_env(code: str, template: bytes, *, module_name: str, filename: str,
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     module = types.ModuleType(module_name)
     module.__file__ = filename
+    module.__dict__["__builtins__"] = clock_builtins()
     sys.modules[module_name] = module
+    set_now(image_clock(template))  # the generated code's datetime reads the environment's clock, if it has one
     slot = _Slot()
     slot.conn = open_instance_db(template)
     token = current_slot.set(slot)
