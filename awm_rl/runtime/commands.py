@@ -30,7 +30,6 @@ def serve_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     import asyncio
-    import socket
     import warnings
 
     from starlette.middleware import Middleware
@@ -38,7 +37,8 @@ def serve_main(argv: list[str]) -> int:
     from awm_resources.names import normalize_scenario_name
     from awm_resources.settings import max_answer_bytes, max_request_bytes
     from awm_resources.store import ArtifactStore
-    from awm_rl.runtime.mcp_server import BodyLimit, build_mcp_server
+    from awm_rl.runtime.listening import listening_socket
+    from awm_rl.runtime.mcp_server import BodyLimit, build_mcp_server, serve_options
     from awm_rl.runtime.sandbox import isolation_summary, scratch_summary
     from awm_rl.runtime.served import ServedEnvironment, ServeLoadError
 
@@ -54,15 +54,12 @@ def serve_main(argv: list[str]) -> int:
         print(f"awm serve: unknown scenario {args.scenario!r} (no {folder / 'server.py'}); "
               f"scenarios with environment code in {store.root}: {available or 'none'}", file=sys.stderr)
         return 2
-    # Bind first: a port conflict is reported as such, and the socket is handed to uvicorn.
-    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Bind first: a port conflict is reported as such, and the socket (TCP, Nagle off) is handed to uvicorn.
     try:
-        sock.bind((args.host, args.port))
+        sock = listening_socket(args.host, args.port)
     except OSError as exc:
         print(f"awm serve: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
         return 1
-    sock.listen(1024)  # clients connecting right after the ready line wait in the backlog, not refused
     warnings.filterwarnings("ignore")
     try:
         env = ServedEnvironment(str(store.root), key, call_timeout_s=args.call_timeout, memory_mb=args.memory_mb)
@@ -76,10 +73,10 @@ def serve_main(argv: list[str]) -> int:
     print(f"awm serve: {key} ({len(env.tools)} tools + reset_environment) at "
           f"http://{args.host}:{port}{args.path} (cold start {env.cold_start_ms:.0f} ms)", flush=True)
     body_limit = Middleware(BodyLimit, limit=max_request_bytes() + 64 * 1024)  # + the JSON-RPC envelope
-    try:
+    try:  # answers as one JSON body, not an event stream (`mcp_server.serve_options`)
         asyncio.run(server.run_http_async(show_banner=False, transport="http", host=args.host, port=port,
                                           path=args.path, log_level="warning", sockets=[sock],
-                                          middleware=[body_limit]))
+                                          middleware=[body_limit], **serve_options()))
     except KeyboardInterrupt:
         pass
     finally:

@@ -86,6 +86,20 @@ def build_mcp_server(env: ServedEnvironment) -> FastMCP:
     return server
 
 
+def serve_options() -> dict[str, Any]:
+    """How `awm serve` runs the server, for the cost of a call: each answer is one JSON body (a tool call
+    answers once and sends no progress, so the event-stream framing, and the task mcp runs beside the
+    handler to decide on it, buy nothing), and fastmcp's own tracing spans are off unless
+    FASTMCP_TELEMETRY_MODE asks for them (without an OpenTelemetry SDK they are built and dropped)."""
+    import os
+
+    import fastmcp
+
+    if "FASTMCP_TELEMETRY_MODE" not in os.environ:
+        fastmcp.settings.telemetry_mode = "off"
+    return {"json_response": True}
+
+
 class BodyLimit:
     """ASGI middleware: a request body over `limit` bytes is answered 413 (by its Content-Length, or
     as it streams in), never buffered whole by the MCP transport."""

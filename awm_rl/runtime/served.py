@@ -14,6 +14,7 @@ in flight; concurrent calls never share a transaction).
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -54,6 +55,8 @@ class ServedEnvironment:
         self.instance = self._one(CreateOp(scenario, 1))[0]
         self.replaced = 0  # workers started again after one ended
         self._lock: asyncio.Lock | None = None
+        # calls run one at a time (the lock), so one thread serves them all and stays warm
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="awm-serve-call")
 
     def _one(self, op: Operation) -> Any:
         res = self.host.run_batch([op])[0]
@@ -67,37 +70,44 @@ class ServedEnvironment:
             self._lock = asyncio.Lock()
         return self._lock
 
-    async def call(self, name: str, arguments: Any, then: Any = None) -> tuple[ToolResult, Any]:
-        """(the call's result, `then(result)` run off the event loop while the lock is still held, so
-        answers leave in the order the calls ran)."""
-        async with self.lock:
-            res = await self._call_locked(name, arguments)
-            return res, (await asyncio.to_thread(then, res) if then is not None else None)
+    async def _off_loop(self, fn: Any, *args: Any) -> Any:
+        """`fn(*args)` on the one thread that talks to the worker: one hop per call, no context copy."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
 
-    async def _call_locked(self, name: str, arguments: Any) -> ToolResult:
-        res = (await asyncio.to_thread(self.host.run_batch, [CallOp(self.instance, name, arguments)]))[0]
+    async def call(self, name: str, arguments: Any, then: Any = None) -> tuple[ToolResult, Any]:
+        """(the call's result, `then(result)`), both off the event loop in one hop while the lock is held, so
+        answers leave in the order the calls ran."""
+        async with self.lock:
+            return await self._off_loop(self._call_locked, name, arguments, then)
+
+    def _call_locked(self, name: str, arguments: Any, then: Any) -> tuple[ToolResult, Any]:
+        res = self.host.run_batch([CallOp(self.instance, name, arguments)])[0]
         if not isinstance(res, ToolResult):
             res = environment_error(f"environment error: {getattr(res, 'message', res)}", status=500)
         if not self.host.worker_alive(self.scenario):
             said = res.text.rstrip(". ")
-            res = environment_error(f"{said}. The environment's worker was replaced: {await self._replace()}",
+            res = environment_error(f"{said}. The environment's worker was replaced: {self._replace()}",
                                     status=res.status if res.status >= 500 else 503)
-        return res
+        return res, (then(res) if then is not None else None)
 
     async def reset(self) -> None:
         async with self.lock:  # after the calls in flight
-            res = (await asyncio.to_thread(self.host.run_batch, [ResetOp(self.instance)]))[0]
-            if isinstance(res, OpError):  # the worker is gone: a fresh one is the initial state
-                await self._replace()
+            await self._off_loop(self._reset_locked)
 
-    async def _replace(self) -> str:
+    def _reset_locked(self) -> None:
+        res = self.host.run_batch([ResetOp(self.instance)])[0]
+        if isinstance(res, OpError):  # the worker is gone: a fresh one is the initial state
+            self._replace()
+
+    def _replace(self) -> str:
         """A new worker and instance (the caller holds the lock); says what became of the state."""
         self.replaced += 1
-        res = (await asyncio.to_thread(self.host.run_batch, [CreateOp(self.scenario, 1)]))[0]
+        res = self.host.run_batch([CreateOp(self.scenario, 1)])[0]
         if isinstance(res, OpError):
             return f"a new one could not start ({res.message}); the next call tries again."
         self.instance = res[0]
         return "the database was reset to its initial state (earlier changes are lost)."
 
     def close(self) -> None:
+        self._thread.shutdown(wait=False, cancel_futures=True)
         self.host.close()
