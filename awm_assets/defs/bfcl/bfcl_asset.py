@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from awm_assets.defs.shared.policy_config import ChatPolicyConfig
 from awm_assets.defs.shared.resources import StoreResource
 from awm_assets.defs.shared.ui_tables import records_table
 from awm_resources.names import policy_slug
@@ -23,11 +24,10 @@ bfcl_category_partitions = dg.StaticPartitionsDefinition(
 )
 
 
-class BFCLEvaluationConfig(dg.Config):
+class BFCLEvaluationConfig(ChatPolicyConfig):
     policy: str = Field(default="ground_truth", description="ground_truth | tiny | chat:<litellm model> | "
                         "transformers:<path> | vllm:<model> | grpo_latest (newest grpo_training model) | vllm:grpo_latest")
     limit: int = Field(default=0, description="first N cases of each category (0: all)")
-    policy_api_base: str | None = Field(default=None, description="API base for chat:hosted_vllm/... policies")
     temperature: float = Field(default=0.0, description="sampling temperature (BFCL uses 0)")
     max_new_tokens: int = 2048
     concurrency: int = 4
@@ -86,8 +86,8 @@ def bfcl_evaluation(context: dg.AssetExecutionContext, config: BFCLEvaluationCon
                                out_dirs={partition: out_dir} if partition != "all" else None,
                                limit=config.limit or None, concurrency=config.concurrency,
                                max_steps_per_turn=config.max_steps_per_turn or None, store_root=st.root,
-                               grpo_model=grpo_model, api_base=config.policy_api_base, temperature=config.temperature,
-                               max_new_tokens=config.max_new_tokens)
+                               grpo_model=grpo_model, temperature=config.temperature,
+                               max_new_tokens=config.max_new_tokens, **config.chat_options())
     except (BFCLUnavailable, BFCLPolicyError, PolicyError) as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     reports = list(suite.reports.values())

@@ -10,6 +10,7 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
+from awm_assets.defs.shared.policy_config import ChatPolicyConfig
 from awm_assets.defs.shared.resources import StoreResource
 from awm_assets.defs.shared.ui_tables import records_table
 from awm_resources.names import policy_slug
@@ -17,7 +18,7 @@ from awm_resources.names import policy_slug
 tau2_domain_partitions = dg.StaticPartitionsDefinition(["airline", "retail", "telecom"])  # awm_rl.tau2.DOMAINS
 
 
-class Tau2EvaluationConfig(dg.Config):
+class Tau2EvaluationConfig(ChatPolicyConfig):
     policy: str = Field(default="ground_truth", description="ground_truth | tiny | chat:<litellm model> | "
                         "transformers:<path> | vllm:<model> | grpo_latest")
     user_model: str = Field(default="scripted", description="scripted | recorded:<file.json> | a litellm model for "
@@ -26,7 +27,6 @@ class Tau2EvaluationConfig(dg.Config):
     trials: int = Field(default=1, description="trials per task (pass^k up to this k)")
     split: str = "base"
     limit: int = Field(default=0, description="first N tasks (0: all)")
-    policy_api_base: str | None = None
     temperature: float = 0.0
     max_new_tokens: int = 2048
     concurrency: int = 4
@@ -71,8 +71,8 @@ def tau2_evaluation(context: dg.AssetExecutionContext, config: Tau2EvaluationCon
         report = evaluate_tau2(domain, config.policy, out_dir=out_dir, user_model=config.user_model, solo=config.solo,
                                trials=config.trials, split=config.split, limit=config.limit or None,
                                concurrency=config.concurrency, max_turns=config.max_turns, store_root=st.root,
-                               api_base=config.policy_api_base, temperature=config.temperature,
-                               max_new_tokens=config.max_new_tokens)
+                               temperature=config.temperature, max_new_tokens=config.max_new_tokens,
+                               **config.chat_options())
     except (Tau2Unavailable, PolicyError, BFCLPolicyError) as exc:
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     context.log.info(f"τ² {domain}: {report.policy} reward {report.average_reward:.3f} pass^k {report.pass_hat_k}")
