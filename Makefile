@@ -12,7 +12,7 @@ export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 PORT ?= 3000
 
-.PHONY: install bfcl-venv tau2-bench bwrap chromium mcp-inspector postgresql demo synth ui lint test clean
+.PHONY: install bfcl-venv tau2-bench openenv-venv bwrap chromium mcp-inspector postgresql demo synth ui lint test clean
 
 $(BIN)/awm: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ $(BIN)/awm: pyproject.toml
 	$(BIN)/pip install -q --no-deps 'bfcl-eval==2026.3.23'
 	touch $(BIN)/awm
 
-install: $(BIN)/awm bfcl-venv tau2-bench bwrap chromium mcp-inspector postgresql
+install: $(BIN)/awm bfcl-venv tau2-bench openenv-venv bwrap chromium mcp-inspector postgresql
 
 # BFCL's single-turn checker and leaderboard aggregation import every provider SDK bfcl-eval declares (numpy 1.26.4,
 # networkx 3.3, ...), which clash with this stack: a second venv with bfcl-eval and exactly its own dependencies,
@@ -45,6 +45,16 @@ $(VENV)/.tau2-installed: pyproject.toml | $(BIN)/awm
 	touch $@
 
 tau2-bench: $(VENV)/.tau2-installed
+
+# OpenEnv's own client drives `awm serve --openenv` in tests/integrations: openenv 0.10 pins fastmcp 3 and mcp 1.x
+# (this stack: fastmcp 4, mcp 2), so it gets its own venv; nothing of it is imported by the project.
+OPENENV_VENV := $(VENV)/openenv
+$(OPENENV_VENV)/.installed: | $(BIN)/awm
+	$(PYTHON) -m venv $(OPENENV_VENV)
+	$(OPENENV_VENV)/bin/pip install -q 'openenv==0.10.0'
+	touch $@
+
+openenv-venv: $(OPENENV_VENV)/.installed
 
 # OS isolation for generated code (awm_rl/runtime/sandbox.py): bubblewrap, installed when missing and root.
 bwrap:

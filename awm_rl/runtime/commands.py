@@ -2,6 +2,8 @@
 
 - `awm serve SCENARIO [--port P] [--home DIR]`: the environment as an MCP server (streamable HTTP); this
   process runs the MCP front only, the scenario runs in a replaceable sandboxed worker (`runtime.served`).
+- `awm serve --openenv [--port P] [--home DIR]`: the catalog over OpenEnv's protocol, sessions as pool instances
+  (`awm_rl.integrations.openenv_server`).
 - `awm bench serve --json [--scenarios ...] [--instances N] [--call-timeout S] [--quick]`: runtime vs published
   baseline; a scenario that fails on either side is reported under `left_out` and measured on neither.
 
@@ -17,6 +19,10 @@ from pathlib import Path
 
 def serve_main(argv: list[str]) -> int:
     """`awm serve SCENARIO`: load the scenario from the store and serve it over MCP until interrupted."""
+    if "--openenv" in argv:  # the whole catalog over OpenEnv's protocol instead (awm_rl.integrations.openenv_server)
+        from awm_rl.integrations.openenv_server import main as openenv_main
+
+        return openenv_main([a for a in argv if a != "--openenv"])
     parser = argparse.ArgumentParser(prog="awm serve", description="Serve one environment as an MCP server "
                                      "(streamable HTTP) with its own database copy and a reset tool.")
     parser.add_argument("scenario", help="scenario key or name (normalised like the AWM dataset)")
