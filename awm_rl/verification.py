@@ -11,22 +11,30 @@ from here, an import allow-list, an audit hook refusing writes, processes, netwo
 databases, on private read-only copies of the two databases made for each verifier. Errors come
 back as a `VerifierOutcome`, never raised.
 
-`run_verifiers` amortises the interpreter start: one sandboxed worker per call (a batch), which
-forks a fresh process for every verifier (about a millisecond), so nothing a verifier does to its
-process (patching the worker, switching a guard off, leaving a process behind) reaches the next
-verifier's verdict; a worker that hangs, dies or misbehaves is replaced.
+`run_verifiers` amortises the interpreter start: its sandboxed workers stay warm in this process between
+calls (`WARM`, per time and memory limit), and each forks a fresh process for every verifier (about a
+millisecond), so nothing a verifier does to its process (patching the worker, switching a guard off,
+leaving a process behind) reaches the next verifier's verdict; a worker that hangs, dies or misbehaves is
+replaced. While a verifier runs, the one folder its sandbox can read holds that verdict's two private,
+read-only database copies and nothing else (the cached pristine copies live in a folder it cannot see), so a
+verdict on a fresh episode costs a fork and two file copies, not a sandbox start (`awm bench serve`:
+`verification`).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import select
 import shutil
 import signal
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal
@@ -48,6 +56,7 @@ ErrorKind = Literal[
 # Error kinds after which a worker is replaced rather than reused.
 _TAINTING = {"timeout", "memory", "forbidden_operation", "sandbox_error"}
 _START_TIMEOUT_S = 20.0
+PRISTINE_KEPT = 16  # database snapshots a sandbox keeps for later jobs (outside the sandbox's view)
 _GRACE_S = 3.0  # beyond the worker's own per-job kill (timeout + 1 s there)
 
 
@@ -113,13 +122,13 @@ def run_verifiers(
         return []
     workers = max(1, min(workers, len(jobs)))
     if workers == 1:
-        with VerifierSandbox(timeout_s=timeout_s, memory_mb=memory_mb) as sandbox:
+        with WARM.sandbox(timeout_s=timeout_s, memory_mb=memory_mb) as sandbox:
             return [sandbox.run(job) for job in jobs]
     chunks = [list(range(i, len(jobs), workers)) for i in range(workers)]
     outcomes: list[VerifierOutcome | None] = [None] * len(jobs)
 
     def run_chunk(indices: list[int]) -> None:
-        with VerifierSandbox(timeout_s=timeout_s, memory_mb=memory_mb) as sandbox:
+        with WARM.sandbox(timeout_s=timeout_s, memory_mb=memory_mb) as sandbox:
             for index in indices:
                 outcomes[index] = sandbox.run(jobs[index])
 
@@ -128,10 +137,89 @@ def run_verifiers(
     return [outcome for outcome in outcomes if outcome is not None]
 
 
-class VerifierSandbox:
-    """One sandboxed worker interpreter plus a scratch folder for database copies.
+class WarmSandboxes:
+    """Verifier sandboxes kept started between `run_verifiers` calls, per (time limit, memory limit, scratch size).
 
-    Use as a context manager; `run(job)` is sequential (one job at a time per sandbox).
+    A sandbox is lent to one caller at a time (`sandbox()`), so concurrent callers get one each; at most
+    `keep` idle ones per limit pair stay, the rest are closed. A process that forked (a child inherits the
+    parent's pipes, not its workers) starts over with none. All are closed at exit.
+    """
+
+    def __init__(self, keep: int = 4) -> None:
+        self.keep = keep
+        self._idle: dict[tuple[float, int, int], list[VerifierSandbox]] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self.started = 0  # sandboxes created (a worker start each, unless it was never used)
+
+    def _take(self, key: tuple[float, int, int]) -> VerifierSandbox | None:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._idle, self._pid = {}, os.getpid()
+            idle = self._idle.get(key) or []
+            return idle.pop() if idle else None
+
+    def _give(self, key: tuple[float, int, int], sandbox: VerifierSandbox) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(key, []) if self._pid == os.getpid() else None
+            if idle is not None and len(idle) < self.keep:
+                idle.append(sandbox)
+                return
+        sandbox.close()
+
+    def sandbox(self, *, timeout_s: float = 10, memory_mb: int = 512) -> _Lent:
+        """A warm sandbox for these limits (a new one when none is idle), returned when the block ends."""
+        key = (float(timeout_s), int(memory_mb), scratch_mb("verifier"))  # what a worker is started with
+        found = self._take(key)
+        if found is None:
+            found = VerifierSandbox(timeout_s=timeout_s, memory_mb=memory_mb)
+            with self._lock:
+                self.started += 1
+        return _Lent(self, key, found)
+
+    def prewarm(self, count: int = 1, *, timeout_s: float = 10, memory_mb: int = 512) -> int:
+        """Start `count` idle workers for these limits now (at most `keep`), so that the first verdicts do not
+        pay a sandbox start; returns how many are idle and started."""
+        lent = [self.sandbox(timeout_s=timeout_s, memory_mb=memory_mb) for _ in range(min(count, self.keep))]
+        ready = 0
+        for item in lent:
+            try:
+                item.box._ensure_worker()
+                ready += 1
+            except RuntimeError:
+                pass
+        for item in lent:
+            item.__exit__(None, None, None)
+        return ready
+
+    def close(self) -> None:
+        """Close every idle sandbox (lent ones are closed when they come back)."""
+        with self._lock:
+            idle = [box for boxes in self._idle.values() for box in boxes] if self._pid == os.getpid() else []
+            self._idle = {}
+        for box in idle:
+            box.close()
+
+
+class _Lent:
+    """A sandbox lent by `WarmSandboxes`: the context manager gives it back (or closes it)."""
+
+    def __init__(self, owner: WarmSandboxes, key: tuple[float, int, int], box: VerifierSandbox) -> None:
+        self.owner, self.key, self.box = owner, key, box
+
+    def __enter__(self) -> VerifierSandbox:
+        return self.box
+
+    def __exit__(self, *exc: object) -> None:
+        self.owner._give(self.key, self.box)
+
+
+class VerifierSandbox:
+    """One sandboxed worker interpreter plus a folder for the current job's database copies.
+
+    Use as a context manager; `run(job)` is sequential (one job at a time per sandbox). The worker can read
+    `_scratch` only, which holds the current job's two copies and nothing else between jobs; the pristine
+    copies (consistent snapshots made once per database version) are kept in `_cache`, outside its view.
     """
 
     def __init__(self, *, timeout_s: float = 10, memory_mb: int = 512) -> None:
@@ -144,9 +232,11 @@ class VerifierSandbox:
         self._worker: WorkerProcess | None = None
         self._scratch = Path(tempfile.mkdtemp(prefix="awm-verify-"))
         self._scratch.chmod(0o711)  # a worker that dropped to `nobody` may open files by name only
-        self._pristine: dict[tuple[str, int, int], Path] = {}
+        self._cache = Path(tempfile.mkdtemp(prefix="awm-verify-cache-"))  # never mounted in the sandbox
+        self._pristine: OrderedDict[tuple[str, int, int], Path] = OrderedDict()
         self._counter = 0
         self._copy_seq = 0
+        self._pristine_seq = 0
         self.workers_started = 0
         self.isolation = isolation_level()
         self.seccomp = seccomp_level()
@@ -161,6 +251,7 @@ class VerifierSandbox:
         """Stop the worker and delete the database copies."""
         self._stop_worker()
         shutil.rmtree(self._scratch, ignore_errors=True)
+        shutil.rmtree(self._cache, ignore_errors=True)
 
     # ----------------------------------------------------------------------------- running
 
@@ -289,34 +380,48 @@ class VerifierSandbox:
     def _copies(self, job: VerifierJob) -> tuple[Path, Path]:
         """Fresh read-only copies of both databases for this job (from cached pristine copies)."""
         self._copy_seq += 1
-        out = []
-        for role, source in (("initial", job.initial_db), ("final", job.final_db)):
-            pristine = self._pristine_copy(Path(source))
-            target = self._scratch / f"job{self._copy_seq}_{role}.db"
-            shutil.copyfile(pristine, target)
-            target.chmod(0o444)
-            out.append(target)
+        seq = self._copy_seq
+        out: list[Path] = []
+        try:
+            for role, source in (("initial", job.initial_db), ("final", job.final_db)):
+                pristine = self._pristine_copy(Path(source))
+                target = self._scratch / f"job{seq}_{role}.db"
+                out.append(target)
+                shutil.copyfile(pristine, target)
+                target.chmod(0o444)
+        except BaseException:
+            for path in out:  # the folder the sandbox sees holds nothing between jobs
+                path.unlink(missing_ok=True)
+            raise
         return out[0], out[1]
 
     def _pristine_copy(self, source: Path) -> Path:
-        """A consistent single-file snapshot of `source` (WAL folded in), made once per version."""
+        """A consistent single-file snapshot of `source` (WAL folded in), made once per version; the last
+        `PRISTINE_KEPT` are kept (an episode's final database is seen once, its scenario's initial one often)."""
         stat = source.stat()  # FileNotFoundError names the missing path
         key = (str(source.resolve()), stat.st_mtime_ns, stat.st_size)
         cached = self._pristine.get(key)
         if cached is not None and cached.exists():
+            self._pristine.move_to_end(key)
             return cached
-        target = self._scratch / f"pristine{len(self._pristine)}.db"
+        while len(self._pristine) >= PRISTINE_KEPT:
+            self._pristine.popitem(last=False)[1].unlink(missing_ok=True)
+        self._pristine_seq += 1
+        target = self._cache / f"pristine{self._pristine_seq}.db"
         target.unlink(missing_ok=True)
+        # Through memory and one plain write: a backup straight into a file syncs it to disk page by page
+        # (tens of ms on a busy disk) for a copy that lives a few jobs. A memory database is never in WAL mode.
         src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
         try:
-            dst = sqlite3.connect(target)
+            memory = sqlite3.connect(":memory:")
             try:
-                src.backup(dst)
-                dst.execute("PRAGMA journal_mode=DELETE")
+                src.backup(memory)
+                image = memory.serialize()
             finally:
-                dst.close()
+                memory.close()
         finally:
             src.close()
+        target.write_bytes(image)
         self._pristine[key] = target
         return target
 
@@ -344,3 +449,7 @@ def _to_outcome(function: VerifierFunction, reply: dict) -> VerifierOutcome:
     return VerifierOutcome(
         ok=True, function=function, result=result, verdict=verdict, elapsed_ms=elapsed, output=output
     )
+
+
+WARM = WarmSandboxes()  # the process's warm verifier sandboxes (`run_verifiers`)
+atexit.register(WARM.close)
