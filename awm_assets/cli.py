@@ -18,7 +18,7 @@ app = typer.Typer(name="awm", no_args_is_help=True, add_completion=False, rich_m
                   help="Agent World Model: synthesize, check, repair, serve and train on tool-use environments.")
 bench_app = typer.Typer(no_args_is_help=True, help="benchmarks with JSON out (ratios against an in-run baseline)")
 audit_app = typer.Typer(no_args_is_help=True, help="audits of stored environments")
-eval_app = typer.Typer(no_args_is_help=True, help="evaluation on external benchmarks")
+eval_app = typer.Typer(no_args_is_help=True, help="evaluation on the catalog and external benchmarks")
 app.add_typer(bench_app, name="bench")
 app.add_typer(audit_app, name="audit")
 app.add_typer(eval_app, name="eval")
@@ -36,6 +36,7 @@ FORWARDED = {
     (bench_app, "learn"): ("benchmarks.learn", "main", "GRPO from a tiny model on demo tasks: pass rate per step"),
     (bench_app, "rollout"): ("benchmarks.rollout", "main", "N concurrent episodes end to end: loop, pool, verifiers"),
     (audit_app, "verifiers"): ("awm_rl.commands_rollout", "audit_main", "every verifier on its unchanged database"),
+    (eval_app, "catalog"): ("awm_rl.evaluation_commands", "main", "a policy on the catalog: pass@1/pass@k, cost, resumable"),
     (eval_app, "bfcl"): ("awm_rl.bfcl.commands", "main", "BFCL's categories through the agent loop, and BFCL's overall"),
     (eval_app, "tau2"): ("awm_rl.tau2.commands", "main", "τ²-bench domains through the agent loop, τ²'s evaluator"),
 }

@@ -134,7 +134,7 @@ def test_evaluate_reference_policy_over_the_demo_catalog(demo_store, tmp_path):
     saved = json.loads((tmp_path / "eval" / "report.json").read_text())
     assert saved["pass_rate"] == 1.0 and saved["window"] == 3
     assert (tmp_path / "eval" / "pass_rate_by_bucket.png").read_bytes()[:4] == b"\x89PNG"
-    one = json.loads((tmp_path / "eval" / "episodes" / "issue_tracker.t0.json").read_text())
+    one = json.loads((tmp_path / "eval" / "episodes" / "issue_tracker.t0.a0.json").read_text())
     assert one["score"]["outcome"] == "completed" and one["episode"]["steps"]
     assert not list((tmp_path / "eval" / "databases").glob("*/final.db"))  # copies removed after judging
     # Per-task difficulty: every episode in the store's records under this run, and a row per task.
