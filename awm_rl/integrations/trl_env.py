@@ -218,6 +218,16 @@ class AWMEnvironments:
         rows = self.catalog.all_tasks()
         return Dataset.from_dict({"environment": [r.scenario for r in rows], "task_idx": [r.task_idx for r in rows]})
 
+    def tool_schemas(self, scenario: str | None = None) -> list[dict[str, Any]]:
+        """The tools as TRL renders them in the prompt (transformers' JSON schemas), without taking a slot."""
+        from transformers.utils import get_json_schema
+
+        name = scenario or self.catalog.scenarios[0]
+        with self._lock:
+            cls = self._classes.get(name) or self._environment_class(name)
+        return [get_json_schema(member) for member_name, member in inspect.getmembers(cls, predicate=inspect.isfunction)
+                if member_name not in RESERVED and not member_name.startswith("_")]
+
     def make(self, scenario: str) -> AWMEnvironment:
         """A new slot of `scenario` (an instance acquired from the pool)."""
         with self._lock:

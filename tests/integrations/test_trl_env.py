@@ -77,16 +77,19 @@ def test_stock_grpo_trainer_two_steps_on_catalog_environments(store_root, pool, 
     from trl import GRPOConfig, GRPOTrainer
 
     from awm_rl.reward import CLASS_REWARD
-    from awm_rl.tiny_model import MODEL_FOLDER, build_tiny_qwen3
+    from awm_rl.tiny_model import build_tiny_qwen3, tiny_model_folder
 
-    build_tiny_qwen3(tmp_path)
     G, per_step = 2, 4
     with _environments(store_root, pool, num_generations=G, seed=1) as envs:
+        # a tokenizer fitted to the prompts (the tool schemas, the tasks): 15 times shorter prompts on CPU
+        texts = [json.dumps(envs.tool_schemas())] + [r.task for r in envs.catalog.all_tasks()]
+        build_tiny_qwen3(tmp_path, vocab_size=4096, extra_texts=texts, merge_across_words=True)
         args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=G,
                           per_device_train_batch_size=per_step, max_completion_length=12, max_steps=2,
                           max_tool_calling_iterations=1, logging_steps=1, report_to="none", save_strategy="no",
                           model_init_kwargs={"dtype": "float32"}, seed=0)
-        trainer = GRPOTrainer(model=str(tmp_path / MODEL_FOLDER), args=args, environment_factory=envs)
+        model = tiny_model_folder(tmp_path, vocab_size=4096, extra_texts=texts, merge_across_words=True)
+        trainer = GRPOTrainer(model=str(model), args=args, environment_factory=envs)
         trainer.train()
 
         episodes = envs.episodes
