@@ -116,8 +116,20 @@ class _Lenient(type):
         return issubclass(sub, real) if real and cls.__module__ == __name__ else type.__subclasscheck__(cls, sub)
 
 
+def _as_real_type(real: type) -> Any:
+    """pydantic's schema hook: a field annotated with a fixed class validates as the real one (pydantic knows
+    `datetime`/`date` by identity; without this, generated models with date fields fail to import)."""
+
+    def hook(cls: type, source: Any, handler: Any) -> Any:
+        return handler.generate_schema(real)
+
+    return classmethod(hook)
+
+
 class FixedDatetime(_dt.datetime, metaclass=_Lenient):
     """`datetime.datetime` whose now/utcnow/today read the environment's clock when one is set."""
+
+    __get_pydantic_core_schema__ = _as_real_type(_dt.datetime)
 
     @classmethod
     def now(cls, tz: _dt.tzinfo | None = None) -> _dt.datetime:  # type: ignore[override]
@@ -136,6 +148,8 @@ class FixedDatetime(_dt.datetime, metaclass=_Lenient):
 
 
 class FixedDate(_dt.date, metaclass=_Lenient):
+    __get_pydantic_core_schema__ = _as_real_type(_dt.date)
+
     @classmethod
     def today(cls) -> _dt.date:  # type: ignore[override]
         return _REAL_DATE.today() if _NOW[0] is None else _NOW[0].date()
