@@ -30,6 +30,7 @@ from awm_rl.quality.dbfacts import looks_like_date
 from awm_rl.quality.literals import _QUOTED, Literal, RowIndex, entity_nouns, norm, singular, task_literals
 
 MAX_ROWS_SHOWN = 3
+MAX_LEAKS_SHOWN = 10  # literals found in the tool listing, per task
 
 VERB_KINDS = {
     "create": {"create", "add", "new", "open", "post", "make", "generate", "register", "submit", "issue", "upload",
@@ -195,7 +196,7 @@ def goal_met_rows(task: str, lits: list[Literal], needed: list[str], tools: dict
         row = index.row(table, rowid)
         extra = [lit for lit in others if any((t, r) == (table, rowid) for t, r, _ in index.find(lit))]
         if len(held) >= 2 or (len(values) == 1 and len(norm(next(iter(held)).text)) >= 6 and extra):
-            shown = {c: v for c, v in row.items() if v is not None and any(
+            shown = {c: v[:200] if isinstance(v, str) else v for c, v in row.items() if v is not None and any(
                 norm(v) == norm(lit.text) or (lit.kind in ("id", "number") and str(v) == lit.text)
                 for lit in [*held, *extra])}
             rows.append({"table": table, "rowid": rowid, "matches": shown})
@@ -312,7 +313,7 @@ def link_task(task: str, tools: dict[str, dict[str, Any]], index: RowIndex, noun
     specs = {n: t.get("spec") or {"description": t.get("description") or ""} for n, t in tools.items()}
     leaked = answers_in_tools(lits, specs, api_spec)
     if leaked:
-        out["answers_in_tools"] = leaked
+        out["answers_in_tools"] = leaked[:MAX_LEAKS_SHOWN]
     return out
 
 

@@ -184,3 +184,24 @@ def test_the_spec_prompt_forbids_task_values_as_examples_and_the_check_finds_the
     lits = task_literals('Create a new fundraising campaign titled "Help Maya’s Recovery"', entity_nouns(["campaigns"]))
     assert {"literal": "Help Maya’s Recovery", "tool": "create_campaign", "where": "api spec examples"} in \
         answers_in_tools(lits, {}, spec)
+
+
+def test_an_update_already_in_the_rows_state_is_goal_met(tmp_path):
+    """The update a task asks for is found as the state of the very row it names; a row in another state, or a
+    task whose other values are not stored yet, is not."""
+    path = tmp_path / "initial.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, user_id INTEGER, fulfillment_status TEXT, note TEXT)")
+    conn.executemany("INSERT INTO orders VALUES (?, ?, ?, ?)", [(90517, 1, "fulfilled", None), (90518, 1, "manual", None)])
+    conn.commit()
+    conn.close()
+    tools = {"update_order_fulfillment": {"status": "ok", "writes": ["orders"], "description": "Update an order's "
+                                                                                                "fulfillment"}}
+    links = link_tasks([(0, "For order ID 90517, change the fulfillment status to 'fulfilled'"),
+                        (1, "For order ID 90518, change the fulfillment status to 'fulfilled'"),
+                        (2, "For order ID 90517, change the fulfillment status to 'fulfilled' and add the note "
+                            "'Sent via message'")], tools, {}, path)
+    assert links[0]["needs_tools"] == ["update_order_fulfillment"]
+    assert links[0]["goal_met_rows"] == [{"table": "orders", "rowid": 90517,
+                                          "matches": {"id": 90517, "fulfillment_status": "fulfilled"}}]
+    assert "goal_met_rows" not in links[1] and "goal_met_rows" not in links[2]
