@@ -39,6 +39,8 @@ FORWARDED = {
     (eval_app, "catalog"): ("awm_rl.evaluation_commands", "main", "a policy on the catalog: pass@1/pass@k, cost, resumable"),
     (eval_app, "bfcl"): ("awm_rl.bfcl.commands", "main", "BFCL's categories through the agent loop, and BFCL's overall"),
     (eval_app, "tau2"): ("awm_rl.tau2.commands", "main", "τ²-bench domains through the agent loop, τ²'s evaluator"),
+    (eval_app, "mcp-universe"): ("awm_rl.mcp_universe.commands", "main",
+                                 "MCP-Universe tasks through the agent loop, its evaluators; live servers named, skipped"),
 }
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
