@@ -26,6 +26,11 @@ isolation check can tell whose write landed where. A scenario without such a rea
   together), and `memory_by_process` lists rss/pss/uss per process. Instances beyond a worker's open
   budget are parked (`parked_databases`: their image only), so `db_mb_total` counts open and parked databases.
 
+What an outside caller pays (`benchmarks.outside`): `awm_serve`, a read call and a reset through `awm serve` with
+fastmcp's client and the plain `mcp` client, interleaved with the pool's own on the first measured scenario
+(p50/p99 each, and each client's p50 above the pool's); `verification`, code-mode verdicts on fresh episodes
+through the warm verifier sandboxes against a fresh sandbox per verdict.
+
 Failures (environments written by others do fail): every call on both sides has a deadline
 (`--call-timeout`). A scenario whose code does not import or whose server does not start, that offers no
 callable read tool, whose server or worker dies or stops answering, or whose tool answers a 5xx or
@@ -1019,6 +1024,34 @@ TARGETS = {
 }
 
 
+# what an outside caller pays (`benchmarks.outside`): `awm serve` per call against the pool, a verdict
+OUTSIDE_TARGETS = {
+    "awm_serve_within_2ms_of_pool": lambda o: o["awm_serve"]["within_2ms_of_pool"],
+    "verify_ms_p50_le_30": lambda o: o["verification"]["verify_ms_p50"] <= 30,
+}
+
+
+def _outside(pool: Any, store: Any, scripts: dict[str, Any], scenarios: list[str], *, serve_calls: int,
+             verdict_count: int, fresh_verdicts: int, call_timeout_s: float) -> dict[str, Any]:
+    """`awm serve` against the pool on the first measured scenario, and verdicts on fresh episodes; a part that
+    fails says so under its own key (`error`) instead of ending the benchmark."""
+    from benchmarks import outside
+
+    out: dict[str, Any] = {}
+    first = scenarios[0]
+    try:
+        out["awm_serve"] = outside.serve_vs_pool(pool, store.root, first, scripts[first]["reads"][0],
+                                                 calls=serve_calls, call_timeout_s=call_timeout_s)
+    except Exception as exc:  # noqa: BLE001 - reported in the JSON; the pool's figures stand on their own
+        out["awm_serve"] = {"scenario": first, "error": _short(exc, 500)}
+    try:
+        out["verification"] = outside.verdicts(pool, store, {s: scripts[s] for s in scenarios},
+                                               count=verdict_count, fresh=fresh_verdicts)
+    except Exception as exc:  # noqa: BLE001 - as above
+        out["verification"] = {"error": _short(exc, 500)}
+    return out
+
+
 def _pick_scenarios(store: Any, scenarios: list[str] | None) -> tuple[list[str], list[str]]:
     """(the scenarios to run, the store's scenarios without environment code); unknown names are an error."""
     def runnable(s: str) -> bool:
@@ -1079,7 +1112,8 @@ def _measure(pool: Any, started: dict[str, Any], store_root: Path, *, latency_ca
 def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, instances: int = 4096,
                   baseline_instances: int = 8, workload_instances: int = 1024, latency_calls: int = 600,
                   isolation_instances: int = 1024, num_hosts: int | None = None,
-                  call_timeout_s: float = CALL_TIMEOUT_S) -> dict[str, Any]:
+                  call_timeout_s: float = CALL_TIMEOUT_S, serve_calls: int = 200, verdict_count: int = 60,
+                  fresh_verdicts: int = 8) -> dict[str, Any]:
     """Run both sides on the same scenarios; returns the report (see module docstring). Raises ValueError
     when no scenario can be measured (each one's failure named)."""
     from awm_resources.store import ArtifactStore
@@ -1099,6 +1133,8 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
                          isolation_instances=min(isolation_instances, instances)),
             kw_base=dict(instances=baseline_instances, extrapolate_to=instances, call_timeout_s=call_timeout_s,
                          latency_calls=max(50, latency_calls // 3)))
+        outside = _outside(pool, store, started["scripts"], scenarios, serve_calls=serve_calls,
+                           verdict_count=verdict_count, fresh_verdicts=fresh_verdicts, call_timeout_s=call_timeout_s)
     finally:
         pool.close()
     ours = {**meta, **ours, "skipped": started["skipped"]}
@@ -1115,11 +1151,17 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
             targets[name] = bool(check(ours))
         except (KeyError, TypeError):
             targets[name] = False
+    for name, check in OUTSIDE_TARGETS.items():
+        try:
+            targets[name] = bool(check(outside))
+        except (KeyError, TypeError):
+            targets[name] = False
     order = {s: i for i, s in enumerate(requested)}
     left_out = sorted([*failures[0].entries.values(), *failures[1].entries.values()],
                       key=lambda e: order[e["scenario"]])
     return {"ours": ours, "baseline": baseline, "ratios": ratios, "targets": targets,
             "os_isolation": ours.get("os_isolation"), "seccomp": ours.get("seccomp"), "limits": ours.get("limits"),
+            "awm_serve": outside["awm_serve"], "verification": outside["verification"],
             "all_targets_met": all(targets.values()), "scenarios": scenarios, "left_out": left_out,
             "skipped": started["skipped"], "without_env_code": without_code, "runs": runs,
             "call_timeout_s": call_timeout_s,
@@ -1151,6 +1193,20 @@ def _print_text(report: dict[str, Any]) -> None:
     limits = report.get("limits") or {}
     print(f"  limits: answers up to {limits.get('max_answer_bytes')} bytes, requests up to "
           f"{limits.get('max_request_bytes')} bytes, {limits.get('scratch')}")
+    served = report.get("awm_serve") or {}
+    if "error" in served:
+        print(f"  awm serve: {served['error']}")
+    elif served:
+        for side in ("pool", "fastmcp", "mcp"):
+            print(f"  awm serve {served['scenario']} {side:8s} call p50 {served[side]['call_ms_p50']} ms "
+                  f"(p99 {served[side]['call_ms_p99']}), reset p50 {served[side]['reset_ms_p50']} ms "
+                  f"(p99 {served[side]['reset_ms_p99']})")
+    verdict = report.get("verification") or {}
+    if "verify_ms_p50" in verdict:
+        print(f"  verification ({verdict['scenario']}): p50 {verdict['verify_ms_p50']} ms, p99 "
+              f"{verdict['verify_ms_p99']} ms warm; a fresh sandbox per verdict p50 {verdict['fresh_sandbox_ms_p50']} ms")
+    elif verdict:
+        print(f"  verification: {verdict.get('error') or verdict.get('skipped')}")
     print("targets: " + ", ".join(f"{k}={'met' if v else 'MISSED'}" for k, v in report["targets"].items()))
 
 
@@ -1168,6 +1224,11 @@ def main(argv: list[str]) -> int:
                              f"(default {CALL_TIMEOUT_S:g})")
     parser.add_argument("--home", type=Path, default=None, help="artifact store root (default $AWM_HOME)")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON report here")
+    parser.add_argument("--serve-calls", type=int, default=200,
+                        help="rounds of a call and a reset through `awm serve` (both clients) and the pool (default 200)")
+    parser.add_argument("--verdicts", type=int, default=60,
+                        help="verdicts on fresh episodes through the warm sandboxes (default 60; 8 more in a fresh "
+                             "sandbox each)")
     parser.add_argument("--quick", action="store_true", help="a small, fast run (for tests): 64 instances")
     args = parser.parse_args(argv)
     if args.call_timeout <= 0:
@@ -1176,10 +1237,14 @@ def main(argv: list[str]) -> int:
 
     kw: dict[str, Any] = dict(instances=args.instances, baseline_instances=args.baseline_instances,
                               workload_instances=args.workload_instances, num_hosts=args.hosts,
-                              call_timeout_s=args.call_timeout)
+                              call_timeout_s=args.call_timeout, serve_calls=args.serve_calls,
+                              verdict_count=args.verdicts)
+    if args.serve_calls < 1 or args.verdicts < 2:
+        parser.error("--serve-calls must be at least 1 and --verdicts at least 2")
     if args.quick:
         kw.update(instances=min(args.instances, 64), baseline_instances=min(args.baseline_instances, 2),
-                  workload_instances=min(args.workload_instances, 32), latency_calls=60, isolation_instances=32)
+                  workload_instances=min(args.workload_instances, 32), latency_calls=60, isolation_instances=32,
+                  serve_calls=min(args.serve_calls, 30), verdict_count=min(args.verdicts, 12), fresh_verdicts=3)
     try:
         report = run_benchmark(ArtifactStore(args.home).root, args.scenarios, **kw)
     except ValueError as exc:

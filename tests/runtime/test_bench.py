@@ -35,7 +35,7 @@ def test_bench_serve_quick(corpus_store, tmp_path, ray_address):
     out = tmp_path / "report.json"
     res = subprocess.run(cmd + ["--json", "--quick", "--scenarios", "rover", "gofundme", "search_only", "--home",
                                 str(home), "--out", str(out)],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "RAY_ADDRESS": ray_address})
+                         capture_output=True, text=True, timeout=420, env={**os.environ, "RAY_ADDRESS": ray_address})
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads(res.stdout)
     assert report == json.loads(out.read_text())
@@ -58,6 +58,19 @@ def test_bench_serve_quick(corpus_store, tmp_path, ray_address):
     assert base["instances"] == 2 and "extrapolated" in base["note"]
     assert set(report["ratios"]) >= {"cold_start_ms", "reset_ms_p50", "call_ms_p50", "mb_per_instance"}
     assert set(report["targets"]) and isinstance(report["all_targets_met"], bool)
+    # what an outside caller pays: awm serve with both MCP clients beside the pool, and verdicts on fresh episodes
+    served = report["awm_serve"]
+    assert "error" not in served, served
+    assert served["scenario"] == "rover" and served["calls"] == 30
+    for side in ("pool", "fastmcp", "mcp"):
+        assert all(served[side][f"{kind}_ms_{q}"] > 0 for kind in ("call", "reset") for q in ("p50", "p99")), side
+    assert set(served["over_pool_ms_p50"]) == {"fastmcp_call", "fastmcp_reset", "mcp_call", "mcp_reset"}
+    verdict = report["verification"]
+    assert verdict["isolation"] == "bubblewrap" and verdict["verify_ms_p50"] > 0 and verdict["fresh_sandbox_ms_p50"] > 0
+    assert sum(verdict["outcomes"].values()) == verdict["verdicts"] + verdict["fresh_sandbox_verdicts"] == 15
+    assert not [kind for kind in verdict["outcomes"] if kind.startswith("error")], verdict["outcomes"]
+    assert verdict["sandboxes_started"] <= 1  # every warm verdict after the first reused one sandbox
+    assert {"awm_serve_within_2ms_of_pool", "verify_ms_p50_le_30"} <= set(report["targets"])
 
 
 def test_bench_rejects_unknown_scenario(corpus_store):
