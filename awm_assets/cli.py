@@ -243,8 +243,9 @@ def _instance_launches_on_ray() -> bool:
 @app.command()
 def evolve(rounds: int = typer.Option(1, "--rounds", min=1, help="rounds, each evaluate -> weaknesses -> targeted "
                                                                  "batch -> synthesis -> gate -> catalog"),
-           policy: str = typer.Option("reference", "--policy", help="the evaluated policy (as the evaluation asset "
-                                                                    "takes it: reference, tiny, chat:<model>, ...)"),
+           policy: str = typer.Option(..., "--policy", help="the evaluated policy, required (as the evaluation "
+                                                            "asset takes it: tiny, chat:<model>, transformers:<path>, "
+                                                            "...; `reference` solves every task: no weakness to aim at)"),
            tasks_per_env: int = typer.Option(3, "--tasks-per-env", min=1, help="tasks evaluated per environment"),
            max_new: int = typer.Option(1, "--max-new", min=1, help="cap on new scenarios per targeted batch"),
            candidates: int = typer.Option(3, "--candidates", min=1, help="candidate scenarios asked for per batch"),

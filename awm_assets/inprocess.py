@@ -216,10 +216,11 @@ def evolve_run_config(*, policy: str, tasks_per_env: int, max_new_scenarios: int
         "targeted_seed_batch": {"config": {"max_new_scenarios": max_new_scenarios, "candidates": candidates}}}}
 
 
-def evolve(rounds: int = 1, *, policy: str = "reference", tasks_per_env: int = 3, max_new_scenarios: int = 1,
+def evolve(rounds: int = 1, *, policy: str, tasks_per_env: int = 3, max_new_scenarios: int = 1,
            candidates: int = 3, workers: int = 2, progress: Callable[..., None] | None = None) -> dict[str, Any]:
     """`awm evolve`: per round the `evolve_round` job (evaluation -> weaknesses -> targeted seed batch), then the
     batch synthesized as `awm synth` does (generation, its new scenarios' six stages, the catalog refresh).
+    `policy` has no default: the reference solutions complete every task and would leave nothing to aim at.
     A round that finds nothing to aim at, or whose synthesis fails, is the last."""
     from awm_rl.weaknesses import latest_report
 

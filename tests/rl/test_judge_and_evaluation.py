@@ -162,6 +162,8 @@ def test_evaluation_asset_materializes(demo_store):
     assert result.success
     [mat] = result.asset_materializations_for_node("evaluation")
     assert mat.metadata["pass_rate"].value == 1.0 and mat.metadata["episodes"].value == 3
+    assert mat.metadata["pass_at_1"].value == mat.metadata["pass_at_k"].value == 1.0 and mat.metadata["k"].value == 1
+    assert mat.metadata["reasoning"].value == "required" and mat.metadata["tool_calling"].value == "text"
     assert Path(mat.metadata["pass_rate_by_bucket_plot"].value).read_bytes()[:4] == b"\x89PNG"
     buckets = [r.data["tool calls required"] for r in mat.metadata["per_bucket"].value.records]
     assert buckets == ["0-2 calls", "3-5 calls", "6-9 calls", "10+ calls"]  # in order, not as strings sort

@@ -12,15 +12,27 @@ from awm_assets.defs.shared.resources import LLMResource, StoreResource
 from awm_assets.defs.shared.ui_tables import asset_link, bucket_order, records_table
 from awm_resources.difficulty import BUCKETS
 
+CATEGORY_FIELDS = ["tasks", "episodes", "pass_at_1", "pass_at_k", "mean_turns", "cost_usd"]
+
 
 class EvaluationConfig(dg.Config):
+    """The options of `awm eval catalog` (awm_rl.evaluation_commands), for the same function."""
+
     policy: str = Field(default="reference", description="reference | chat:<litellm model> | transformers:<path> | tiny | vllm:<model>")
-    policy_api_base: str | None = Field(default=None, description="API base for chat:hosted_vllm/... policies")
+    policy_api_base: str | None = Field(default=None, description="API base of a chat policy (default $AWM_POLICY_API_BASE)")
+    policy_api_key: str | None = Field(default=None, description="API key of a chat policy (default $AWM_POLICY_API_KEY)")
+    reasoning: str | None = Field(default=None, description="required | optional: the <think> rule (default: the policy's)")
+    tool_calling: str = Field(default="text", description="text | native (chat policies: the provider's function calling)")
     judge_mode: str = Field(default="code", description="code (verifier only, offline) | llm | sql")
-    tasks_per_env: int = Field(default=3, description="tasks evaluated per environment")
+    tasks_per_env: int | None = Field(default=3, description="tasks evaluated per environment (null: every eligible task)")
+    k: int = Field(default=1, description="attempts per task; pass@k is reported for this k")
+    seed: int | None = Field(default=None, description="sample tasks_per_env tasks per environment with this seed "
+                                                         "(null: the first ones)")
     window: int = Field(default=10, description="history window w (-1: full history)")
     max_turns: int = 20
     concurrency: int = 4
+    max_requests: int | None = Field(default=None, description="turns generated at once across all episodes (null: "
+                                                               "bounded by concurrency only)")
     # The paper's evaluation decoding (Qwen3's recommended thinking-mode sampling).
     temperature: float = 0.6
     top_p: float = 0.95
@@ -32,8 +44,9 @@ class EvaluationConfig(dg.Config):
     deps=["environment_catalog"],
     group_name="evaluation",
     kinds={"python"},
-    description="Pass rate of a policy over the catalog: overall, per environment and per difficulty bucket; per "
-                "task its outcome and the policy's pass-rate bucket over every recorded run (per-task difficulty).",
+    description="pass@1 and pass@k of a policy over the catalog (as `awm eval catalog`): overall, per environment, per "
+                "category and per difficulty bucket, with cost and failure reasons; per task its outcomes and the "
+                "policy's pass-rate bucket over every recorded run (per-task difficulty).",
 )
 def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, store: StoreResource,
                judge_llm: LLMResource) -> dg.MaterializeResult:
@@ -43,26 +56,37 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
     from awm_rl.runtime.pool import EnvironmentPool
 
     st = store.get_store()
-    policy = make_policy(config.policy, api_base=config.policy_api_base, temperature=config.temperature,
+    policy = make_policy(config.policy, api_base=config.policy_api_base, api_key=config.policy_api_key,
+                         reasoning=config.reasoning, tool_calling=config.tool_calling, temperature=config.temperature,
                          top_p=config.top_p, top_k=config.top_k, max_new_tokens=config.max_new_tokens)
     judge = Judge(config.judge_mode, llm=judge_llm.get_client() if config.judge_mode != "code" else None)  # type: ignore[arg-type]
     out_dir = st.root / "evaluations" / f"{time.strftime('%Y%m%d-%H%M%S')}-{context.run.run_id[:8]}"
     with EnvironmentPool(st.root) as pool:
         isolation = pool.isolation()
-        report = evaluate(st, pool, policy, judge, out_dir=out_dir, tasks_per_env=config.tasks_per_env,
-                          window=None if config.window < 0 else config.window, max_turns=config.max_turns,
-                          concurrency=config.concurrency)
-    context.log.info(f"{report.episodes} episodes, pass rate {report.pass_rate:.1%}")
-    env_rows = ["| environment | episodes | pass rate | format errors | env errors | mean turns |", "|---|---|---|---|---|---|"]
-    env_rows += [f"| {asset_link('verifiers', k)} | {v['episodes']} | {v['pass_rate']:.0%} | {v['format_error_rate']:.0%} | "
-                 f"{v['environment_error_rate']:.0%} | {v['mean_turns']} |" for k, v in report.per_environment.items()]
+        report = evaluate(st, pool, policy, judge, out_dir=out_dir, tasks_per_env=config.tasks_per_env, k=config.k,
+                          seed=config.seed, window=None if config.window < 0 else config.window,
+                          max_turns=config.max_turns, concurrency=config.concurrency, max_requests=config.max_requests)
+    context.log.info(f"{report.episodes} episodes, pass@1 {report.pass_at_1:.1%}, pass@{report.k} {report.pass_at_k}")
+    env_rows = [f"| environment | category | episodes | pass@1 | pass@{report.k} | format errors | env errors | mean turns "
+                "| cost $ |", "|---|---|---|---|---|---|---|---|---|"]
+    env_rows += [f"| {asset_link('verifiers', k)} | {v['category']} | {v['episodes']} | {v['pass_at_1']:.0%} | "
+                 f"{v['pass_at_k']} | {v['format_error_rate']:.0%} | {v['environment_error_rate']:.0%} | "
+                 f"{v['mean_turns']} | {v['cost_usd']} |" for k, v in report.per_environment.items()]
     buckets = [{"tool calls required": name, **report.per_bucket[name]} for name in sorted(report.per_bucket, key=bucket_order)]
     return dg.MaterializeResult(metadata={
-        "policy": policy.name, "judge_mode": config.judge_mode, "episodes": report.episodes,
-        "os_isolation": isolation,
+        "policy": policy.name, "reasoning": getattr(policy, "reasoning", "required"),
+        "tool_calling": getattr(policy, "tool_calling", "text"), "judge_mode": config.judge_mode,
+        "episodes": report.episodes, "tasks": report.tasks, "k": report.k, "os_isolation": isolation,
+        "pass_at_1": report.pass_at_1, "pass_at_k": report.pass_at_k if report.pass_at_k is not None else 0.0,
         "pass_rate": report.pass_rate, "mean_reward": report.mean_reward,
         "format_error_rate": report.format_error_rate, "environment_error_rate": report.environment_error_rate,
-        "mean_turns": report.mean_turns, "judge_cost_usd": report.judge_cost_usd, "wall_s": report.wall_s,
+        "mean_turns": report.mean_turns, "prompt_tokens": report.prompt_tokens,
+        "completion_tokens": report.completion_tokens, "cost_usd": report.cost_usd,
+        "judge_cost_usd": report.judge_cost_usd, "wall_s": report.wall_s,
+        "failure_reasons": records_table([{"reason": r, "episodes": n} for r, n in report.failure_reasons.items()],
+                                         ["reason", "episodes"]),
+        "per_category": records_table([{"category": c, **{f: g[f] for f in CATEGORY_FIELDS}}
+                                       for c, g in report.per_category.items()], ["category", *CATEGORY_FIELDS]),
         "excluded_tasks": sum(len(v) for v in report.excluded_tasks.values()),
         "per_environment": dg.MetadataValue.md("\n".join(env_rows)),
         "per_bucket": records_table(buckets, ["tool calls required", "episodes", "pass_rate", "mean_reward",
