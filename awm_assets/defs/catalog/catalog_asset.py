@@ -17,8 +17,8 @@ from awm_resources.store import ArtifactStore, atomic_write_json
     group_name="catalog",
     kinds={"json"},
     description="Ready environments (all stages present, blocking checks passed) with their statistics; tasks the "
-                "quality gate finds ineligible (vacuous, crashing, nondeterministic verifier; blocked or unsolvable "
-                "task) are excluded from training and evaluation, each with its reason.",
+                "quality gate finds ineligible (vacuous, crashing, nondeterministic verifier; goal already met, blocked "
+                "by a tool or data, or unsolvable task) are excluded from training and evaluation, each with its reason.",
 )
 def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     st = store.get_store()
@@ -52,8 +52,9 @@ def environment_catalog(context: dg.AssetExecutionContext, store: StoreResource)
         "tools": sum(e["tools"] for e in ready),
         "trainable_tasks": sum(e["trainable_tasks"] or 0 for e in ready),
         "excluded_tasks": totals["tasks"] - totals["tasks_eligible"],
-        **{f"quality_{k}": totals[k] for k in ("vacuous", "crash", "missing", "nondeterministic", "blocked",
-                                               "unsolvable", "tools_server_error")},
+        **{f"quality_{k}": totals.get(k, 0) for k in ("vacuous", "crash", "missing", "nondeterministic", "goal_met",
+                                                      "blocked", "blocked_by_tool", "blocked_by_data", "unsolvable",
+                                                      "tools_server_error")},
         "excluded_task_reasons": records_table(excluded, ["environment", "task", "reason"]),
         "catalog_file": dg.MetadataValue.path(str(path)),
         "catalog_digest": digest,  # also the data version: what grpo_training and evaluation record consuming
