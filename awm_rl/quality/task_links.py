@@ -35,7 +35,7 @@ MAX_LEAKS_SHOWN = 10  # literals found in the tool listing, per task
 VERB_KINDS = {
     "create": {"create", "add", "new", "open", "post", "make", "generate", "register", "submit", "issue", "upload",
                "insert", "book", "request", "record", "save", "store", "log", "attach", "append", "ingest", "send",
-               "write", "schedule", "clone", "duplicate", "gift", "purchase", "buy", "donate", "pledge"},
+               "write", "schedule", "gift", "purchase", "buy", "donate", "pledge"},
     "update": {"update", "change", "set", "edit", "modify", "configure", "enable", "disable", "mark", "rename",
                "increase", "decrease", "adjust", "toggle", "turn", "apply", "assign", "move", "reassign",
                "unassign", "accept", "approve", "reject", "protect", "patch", "put"},
@@ -63,6 +63,29 @@ def _content(ws: list[str]) -> set[str]:
     return {_KIND_OF.get(w, w) for w in ws if w not in _STOP}
 
 
+_CLAUSE = re.compile(r"(?:^|[.,;:!?(]|\b(?:and|then|to|also|please|or|first|finally|next)\b)\s*$", re.I)
+
+
+def task_content(task: str) -> set[str]:
+    """A task's words as `_content` has them, quoted text left out (a title or a note names no tool), and a verb
+    counted as one only where a clause starts with it: `list the open issues` has no create in it, `..., then
+    open a pull request` has."""
+    text = _QUOTED.sub(" ", task)
+    out: set[str] = set()
+    for m in _TOKEN.finditer(text.lower()):
+        w = singular(m.group(0))
+        if w in _STOP:
+            continue
+        kind = _KIND_OF.get(w)
+        if kind is None:
+            out.add(w)
+        elif _CLAUSE.search(text[:m.start()]):
+            out.add(kind)
+        else:
+            out.add(w)  # `open issues`, `the campaign update`: a noun or an adjective here
+    return out
+
+
 def tool_kind(name: str) -> str:
     first = next((w for w in words(name) if w in _KIND_OF), None)
     return _KIND_OF[first] if first else "other"
@@ -70,7 +93,7 @@ def tool_kind(name: str) -> str:
 
 def tools_from_text(task: str, tools: dict[str, dict[str, Any]]) -> list[str]:
     """The tools a task names (see the module docstring); `tools`: name -> {"description": ...}."""
-    task_words = _content(words(_QUOTED.sub(" ", task)))  # quoted text is content (`'Check GPS ...'`), no tool
+    task_words = task_content(task)
     sigs = {n: (_content(words(n)), _content(words(n)) | _content(words(t.get("description") or "")))
             for n, t in tools.items()}
     df: dict[str, int] = {}
@@ -93,7 +116,7 @@ def tools_from_text(task: str, tools: dict[str, dict[str, Any]]) -> list[str]:
         # half its name in the task, one of those words no other tool of its
         # kind has and no needed tool explains (`recurring`), two of its words beside the verb
         if (not name_w or len(matched) * 2 < len(name_w) or kind not in task_words
-                or not any(kind_words[kind][w] == 1 for w in matched - {kind} - explained)
+                or not any(kind_words[kind][w] == 1 for w in matched - set(VERB_KINDS) - explained)
                 or len((sig & task_words) - set(VERB_KINDS)) < 2):
             continue
         score = sum(idf[w] * (2 if w in name_w else 1) for w in sig & task_words)
