@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,28 @@ def pool_memory(pool: Any) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+def direct_baseline(pool: Any, handles: dict[str, list[Any]], episodes: list[Any]) -> dict[str, Any]:
+    """The in-run baseline: the same tool calls the episodes made, sent straight to the pool at once
+    (`call_many`, each episode's calls in order on one reset instance), without the agent loop, its threads,
+    resets or snapshots. Its calls/s over the rollout's is what the loop costs on top of the pool."""
+    from awm_rl.runtime.pool import ToolCall
+
+    free = {s: list(hs) for s, hs in handles.items()}
+    calls: list[ToolCall] = []
+    for ep in episodes:
+        handle = free[ep.scenario].pop()
+        calls += [ToolCall(handle, st.format["tool_name"], st.format.get("arguments") or {}) for st in ep.steps
+                  if st.tool is not None and st.format.get("action") == "call_tool"]
+    used = [h for hs in handles.values() for h in hs]
+    with ThreadPoolExecutor(max_workers=32) as ex:  # back to the initial databases first (not timed)
+        list(ex.map(pool.reset, used))
+    t0 = time.perf_counter()
+    results = pool.call_many(calls)
+    wall = time.perf_counter() - t0
+    return {"calls": len(calls), "ok": sum(1 for r in results if r.ok), "wall_s": round(wall, 3),
+            "calls_per_s": round(len(calls) / wall, 1) if wall > 0 else None}
+
+
 def plot_latencies(values: list[float], path: Path, title: str) -> Path | None:
     """A histogram of the tool-call latencies (log scale) with p50 and p99 marked."""
     if not values:
@@ -310,6 +333,7 @@ def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutio
         t0 = time.perf_counter()
         scores = score_episodes(episodes_out, [records[(s.scenario, s.task_idx)] for s in specs], Judge("code"))
         verify_s = time.perf_counter() - t0
+        direct = direct_baseline(pool, handles, episodes_out)
         for handles_of in handles.values():
             for h in handles_of:
                 pool.release(h)
@@ -353,7 +377,11 @@ def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutio
         "create_ms_per_instance": round(create_s * 1000 / episodes, 4),
         "rollout_s": round(rollout_s, 3), "rollout_driver_cpu_s": round(rollout_cpu_s, 2),
         "episodes_per_s": round(episodes / rollout_s, 2), "turns": turns, "turns_per_s": round(turns / rollout_s, 1),
-        "tool_calls": len(tool_ms), "tool_calls_per_s": round(len(tool_ms) / rollout_s, 1),
+        "tool_calls": len(tool_ms), "tool_calls_ok": sum(1 for e in episodes_out for st in e.steps if st.tool is not None
+                                                         and st.format.get("action") == "call_tool" and st.tool.ok), "tool_calls_per_s": round(len(tool_ms) / rollout_s, 1),
+        "direct_baseline": direct,
+        "rollout_vs_direct_calls_per_s": (round(len(tool_ms) / rollout_s / direct["calls_per_s"], 4)
+                                          if direct["calls_per_s"] else None),
         "tool_call_ms_p50": _pct(tool_ms, 0.5), "tool_call_ms_p99": _pct(tool_ms, 0.99),
         "tool_call_ms_max": round(max(tool_ms), 3) if tool_ms else None,
         "reset_ms_p50": _pct(envs.reset_ms, 0.5), "reset_ms_p99": _pct(envs.reset_ms, 0.99),
@@ -373,7 +401,9 @@ def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutio
                   "sandboxed worker), with every episode running at once",
                   "reset_ms_*: each episode's reset of its reused instance, through Ray; create_s: acquiring all "
                   "instances once, up front",
-                  "verify_s: every episode's code-mode verifier (sandboxed), after the rollout"],
+                  "verify_s: every episode's code-mode verifier (sandboxed), after the rollout",
+                  "direct_baseline: the same calls straight to the pool at once, no loop (in-run baseline); "
+                  "rollout_vs_direct_calls_per_s: the rollout's tool calls/s over it"],
     }
     if plot is not None:
         written = plot_latencies(tool_ms, Path(plot), f"{episodes} concurrent episodes: {len(tool_ms)} tool calls")
@@ -387,6 +417,8 @@ def _print_text(r: dict[str, Any]) -> None:
     print(f"  completed {r['completed']} (expected {r['expected_completed']}), outcomes {r['outcomes']}")
     print(f"  rollout {r['rollout_s']} s: {r['episodes_per_s']} episodes/s, {r['turns_per_s']} turns/s; tool call "
           f"p50 {r['tool_call_ms_p50']} ms, p99 {r['tool_call_ms_p99']} ms")
+    print(f"  {r['tool_calls_per_s']} tool calls/s in the loop, {r['direct_baseline']['calls_per_s']} sent straight "
+          f"to the pool (ratio {r['rollout_vs_direct_calls_per_s']})")
     print(f"  reset p50 {r['reset_ms_p50']} ms per episode; create {r['create_ms_per_instance']} ms per instance; "
           f"verification {r['verify_ms_per_episode']} ms per episode (verdict p50 {r['verdict_ms_p50']} ms)")
     print(f"  memory: hosts {r['memory']['hosts_rss_mb']} MB, Ray {r['memory']['ray_system_rss_mb']} MB")

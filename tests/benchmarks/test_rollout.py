@@ -51,6 +51,10 @@ def test_figures_agree_with_the_recordings(agent_store, ray_address, tmp_path): 
     calls = {k: sum('"call_tool"' in turn for turn in turns) for k, turns in scripts.items()}
     assert report["tool_calls"] == sum(calls[k] * e["episodes"] for k, e in per.items()) > 0
     assert report["verdicts"] == EPISODES and report["verdict_ms_p50"] > 0
+    # the in-run baseline replays the same calls without the loop, every one answered as in the episodes
+    direct = report["direct_baseline"]
+    assert direct["calls"] == report["tool_calls"] and direct["ok"] == report["tool_calls_ok"] > 0
+    assert report["rollout_vs_direct_calls_per_s"] > 0
 
     # Rates and per-episode costs are the totals divided out.
     assert math.isclose(report["episodes_per_s"], EPISODES / report["rollout_s"], rel_tol=0.01)
