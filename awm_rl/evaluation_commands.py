@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     out = out or store.root / "evaluations" / f"catalog-{policy_slug(plan['policy'])}-{time.strftime('%Y%m%d-%H%M%S')}"
     from awm_rl.runtime.pool import EnvironmentPool, PoolError
 
+    pool = LazyPool(lambda: EnvironmentPool(store.root))
     try:
-        with EnvironmentPool(store.root) as pool:
+        with pool:
             evaluate(store, pool, policy, judge, out_dir=out, tasks_per_env=plan["tasks_per_env"], k=plan["k"],
                      seed=plan["seed"], window=None if plan["window"] < 0 else plan["window"],
                      max_turns=plan["max_turns"], scenarios=args.scenario, concurrency=args.concurrency,
@@ -144,6 +147,45 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(render(summary))
     return 0
+
+
+class LazyPool:
+    """The runtime pool (awm_rl.runtime.pool), started when the first episode asks for an instance: a resumed run
+    with nothing left to run reports without starting Ray."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self._start, self._pool, self._lock = start, None, threading.Lock()
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._pool is None:
+                self._pool = self._start()
+            return self._pool
+
+    def acquire(self, scenario: str) -> Any:
+        return self._get().acquire(scenario)
+
+    def list_tools(self, handle: Any) -> list[dict[str, Any]]:
+        return self._get().list_tools(handle)
+
+    def call_tool(self, handle: Any, name: str, arguments: dict[str, Any]) -> Any:
+        return self._get().call_tool(handle, name, arguments)
+
+    def reset(self, handle: Any) -> None:
+        self._get().reset(handle)
+
+    def snapshot(self, handle: Any) -> tuple[Path, Path] | None:
+        return self._get().snapshot(handle)
+
+    def release(self, handle: Any) -> None:
+        self._get().release(handle)
+
+    def __enter__(self) -> LazyPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._pool is not None:
+            self._pool.close()
 
 
 def render(report: dict[str, Any]) -> str:

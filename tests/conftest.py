@@ -96,7 +96,7 @@ UNIT_SECONDS = {
     "tests/runtime/test_bench.py": 45, "tests/rl/test_audit.py": 45, "tests/test_real_model_replay.py": 40,
     "tests/bfcl/test_bfcl_harness.py": 40, "tests/quality/test_quality_gate.py": 35,
     "tests/quality/test_agent_proofs.py": 60, "tests/mcp_universe/test_mcp_universe.py": 50,
-    "tests/integrations/test_openenv_server.py": 45,
+    "tests/integrations/test_openenv_server.py": 45, "tests/rl/test_eval_catalog.py": 30,
 }
 
 

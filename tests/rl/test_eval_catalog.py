@@ -18,7 +18,7 @@ from tests.rl.conftest import solution_files
 
 
 @pytest.fixture(scope="module")
-def pool(demo_store):
+def pool(demo_store, ray_address):
     from awm_rl.runtime.pool import EnvironmentPool
 
     with EnvironmentPool(demo_store.root, num_hosts=1, prefetch=2) as pool:
@@ -67,24 +67,22 @@ def test_pass_at_k_is_the_unbiased_estimator():
 
 
 def test_pass_at_1_and_pass_at_k_per_environment_category_and_overall(demo_store, pool, tmp_path):
-    tasks = _first_tasks(demo_store, 2)
-    completed = dict(zip(tasks, [3, 1, 0, 2, 1, 0], strict=True))  # of k=3 attempts, per task
+    tasks = _first_tasks(demo_store, 1)
+    completed = dict(zip(tasks, [3, 1, 0], strict=True))  # of k=3 attempts, per task (one per environment)
     policy = AttemptPolicy(completed)
     limited = RequestLimit(policy, 2)
-    report = evaluate(demo_store, pool, limited, Judge("code"), out_dir=tmp_path / "run", tasks_per_env=2, k=3,
+    report = evaluate(demo_store, pool, limited, Judge("code"), out_dir=tmp_path / "run", tasks_per_env=1, k=3,
                       concurrency=4)
     assert limited.peak <= 2  # never more than max_requests turns generated at once
-    assert report.episodes == 18 and report.tasks == 6 and report.k == 3
-    assert report.pass_at_1 == round(sum(completed.values()) / 18, 4)
-    assert report.pass_at_k == round(sum(c > 0 for c in completed.values()) / 6, 4)
-    for scenario, group in report.per_environment.items():
-        counts = [c for (s, _), c in completed.items() if s == scenario]
-        assert group["pass_at_1"] == round(sum(c / 3 for c in counts) / len(counts), 4)
-        assert group["pass_at_k"] == round(sum(c > 0 for c in counts) / len(counts), 4)
-    assert sum(g["episodes"] for g in report.per_category.values()) == 18
+    assert report.episodes == 9 and report.tasks == 3 and report.k == 3
+    assert report.pass_at_1 == round(4 / 9, 4) and report.pass_at_k == round(2 / 3, 4)
+    for (scenario, _), c in completed.items():
+        group = report.per_environment[scenario]
+        assert (group["pass_at_1"], group["pass_at_k"]) == (round(c / 3, 4), float(c > 0))
+    assert sum(g["episodes"] for g in report.per_category.values()) == 9
     categories = {demo_store.scenario(s).category or "other" for s in report.per_environment}
     assert set(report.per_category) == categories
-    assert report.failure_reasons == {"format:reasoning": 18 - sum(completed.values())}
+    assert report.failure_reasons == {"format:reasoning": 9 - 4}
     # Every episode is in the difficulty records once; each task's row counts its attempts here.
     from awm_resources.difficulty import load_difficulty
 
@@ -98,13 +96,13 @@ def test_pass_at_1_and_pass_at_k_per_environment_category_and_overall(demo_store
                   "policy_cost_usd", "judge_cost_usd", "cost_usd", "per_task", "difficulty_run", "catalog_digest",
                   "episodes_run", "episodes_resumed", "wall_s"):
         assert field in saved, field
-    assert saved["reasoning"] == "required" and saved["tool_calling"] == "text" and saved["episodes_run"] == 18
+    assert saved["reasoning"] == "required" and saved["tool_calling"] == "text" and saved["episodes_run"] == 9
     env = next(iter(saved["per_environment"].values()))
     assert {"category", "tasks", "pass_at_1", "pass_at_k", "mean_turns", "prompt_tokens", "cost_usd",
             "failure_reasons"} <= set(env)
     # The same folder again with another plan is refused, naming what differs.
     with pytest.raises(EvaluationRunError, match="k 3 there, 2 now"):
-        evaluate(demo_store, pool, policy, Judge("code"), out_dir=tmp_path / "run", tasks_per_env=2, k=2)
+        evaluate(demo_store, pool, policy, Judge("code"), out_dir=tmp_path / "run", tasks_per_env=1, k=2)
 
 
 def test_a_run_stopped_by_a_configuration_error_resumes_without_redoing_episodes(demo_store, pool, tmp_path):
@@ -114,7 +112,7 @@ def test_a_run_stopped_by_a_configuration_error_resumes_without_redoing_episodes
         """The reference, until its key is 'revoked' after `limit` calls."""
 
         def __init__(self, limit: int) -> None:
-            super().__init__({key: 2 for key in _first_tasks(demo_store, 2)}, name="reference-like")
+            super().__init__({key: 2 for key in _first_tasks(demo_store, 1)}, name="reference-like")
             self.limit = limit
 
         def generate(self, request: PolicyRequest) -> PolicyOutput:
@@ -123,24 +121,25 @@ def test_a_run_stopped_by_a_configuration_error_resumes_without_redoing_episodes
             return super().generate(request)
 
     out = tmp_path / "run"
-    first = BrokenAfter(limit=14)
+    # One episode at a time: the first task's two attempts (3 turns each) finish, the third episode meets the error.
     with pytest.raises(PolicyConfigError, match="API key"):
-        evaluate(demo_store, pool, first, Judge("code"), out_dir=out, tasks_per_env=2, k=2, concurrency=2)
+        evaluate(demo_store, pool, BrokenAfter(limit=8), Judge("code"), out_dir=out, tasks_per_env=1, k=2,
+                 concurrency=1)
     kept = read_episodes(out)
-    assert 0 < len(kept) < 12 and not (out / "report.json").exists()
+    assert len(kept) == 2 and not (out / "report.json").exists()
     assert all(score.outcome == "completed" for _, score in kept.values())
 
-    again = AttemptPolicy({key: 2 for key in _first_tasks(demo_store, 2)}, name="reference-like")
-    report = evaluate(demo_store, pool, again, Judge("code"), out_dir=out, tasks_per_env=2, k=2, concurrency=2)
-    assert report.episodes_resumed == len(kept) and report.episodes_run == 12 - len(kept)
+    again = AttemptPolicy({key: 2 for key in _first_tasks(demo_store, 1)}, name="reference-like")
+    report = evaluate(demo_store, pool, again, Judge("code"), out_dir=out, tasks_per_env=1, k=2, concurrency=2)
+    assert report.episodes_resumed == 2 and report.episodes_run == 4
     # Only the missing episodes asked the policy for turns.
     done = read_episodes(out)
     assert again.calls == sum(done[name][0].turns for name in set(done) - set(kept))
-    assert report.episodes == 12 and report.pass_at_1 == 1.0 and report.pass_at_k == 1.0
+    assert report.episodes == 6 and report.pass_at_1 == 1.0 and report.pass_at_k == 1.0
     from awm_resources.difficulty import load_difficulty
 
     recorded = load_difficulty(demo_store).tasks(run=report.difficulty_run)
-    assert all(t.attempts == 2 for t in recorded.values()) and len(recorded) == 6  # no episode counted twice
+    assert all(t.attempts == 2 for t in recorded.values()) and len(recorded) == 3  # no episode counted twice
 
 
 def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, capsys):
@@ -153,7 +152,7 @@ def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, 
     doc = json.loads(capsys.readouterr().out)
     assert doc["episodes"] == 6 and doc["pass_at_1"] == 1.0 and doc["pass_at_k"] == 1.0 and doc["seed"] == 3
     assert doc["max_requests"] == 2 and len(doc["per_environment"]) == 3
-    # Resumed: nothing left to run, the same report.
+    # Resumed: nothing left to run (no runtime started), the same report.
     assert main(["--resume", str(out), "--store", str(demo_store.root), "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["episodes_run"] == 0 and again["episodes_resumed"] == 6 and again["pass_at_1"] == 1.0
