@@ -403,6 +403,8 @@ def apply_links(tasks: list[dict[str, Any]], links: dict[int, dict[str, Any]], r
         if task.get("goal_met_rows") and not proven:
             task.update(verdict="goal_met", reason="the goal already holds in the initial data: "
                                                    + _rows_text(task["goal_met_rows"]))
+        elif task["verdict"] == "blocked":
+            pass  # the write-coverage verdict says it already, with its own evidence
         elif link.get("broken_tools") and not proven:
             name, why = next(iter(link["broken_tools"].items()))
             task.update(verdict="blocked", blocked_by="tool",
