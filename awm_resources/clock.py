@@ -120,7 +120,7 @@ def _as_real_type(real: type) -> Any:
     """pydantic's schema hook: a field annotated with a fixed class validates as the real one (pydantic knows
     `datetime`/`date` by identity; without this, generated models with date fields fail to import)."""
 
-    def hook(cls: type, source: Any, handler: Any) -> Any:
+    def hook(_cls: type, _source: Any, handler: Any) -> Any:
         return handler.generate_schema(real)
 
     return classmethod(hook)

@@ -362,7 +362,7 @@ def config_problem(exc: BaseException, model: str, api_base: str | None, api_key
     names = {cls.__name__ for cls in type(exc).__mro__}
     message = str(exc)
     status = getattr(exc, "status_code", None)  # litellm maps some statuses to a generic APIError (403 among them)
-    by_status = {401: "AuthenticationError", 403: "PermissionDeniedError", 404: "NotFoundError"}.get(status)
+    by_status = {401: "AuthenticationError", 403: "PermissionDeniedError", 404: "NotFoundError"}.get(status or 0)
     for name, reason in _REFUSED_NAMES.items():
         if name in names or name == by_status:
             return f"{reason} (HTTP {status}, {type(exc).__name__}: {quote(message, 300, 100)})"
