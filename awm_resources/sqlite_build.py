@@ -194,12 +194,19 @@ def database_excerpt(path: Path, *, max_chars: int = 12_000, rows_per_table: int
     blocks = []
     for name, cols, rows, total in heads:
         lines = [f"## {name} ({total} rows): {', '.join(cols)}"]
+        shown, long_values = 0, False
         for row in rows:
             line = " | ".join("NULL" if v is None else str(v)[:80] for v in row)
             if sum(len(x) + 1 for x in lines) + len(line) > per_table:
-                lines.append("...")
                 break
             lines.append(line)
+            shown += 1
+            long_values = long_values or any(len(str(v)) > 80 for v in row)
+        if shown < total:  # say what was cut and how to get the rest (issue 38: totals and ids were guessed)
+            lines.append(f"... ({shown} of {total} rows shown; the others are in the database: read them with the "
+                         f"tools)")
+        if long_values:
+            lines.append("(values longer than 80 characters are cut here)")
         blocks.append("\n".join(lines))
     text = "\n\n".join(blocks)
     return text if len(text) <= max_chars else text[:max_chars] + "\n[... cut to the prompt budget ...]"

@@ -67,15 +67,17 @@ def check_data_change(ctx: Any, base: Path, work: Path, idx: int, statements: li
     after: dict[str, list[str]] = {}
     do_nothing_check(verifiers, base, before, timeout)
     do_nothing_check(verifiers, work, after, timeout)
-    errors += [f"after the data change the verifier of {item} fails the do-nothing check: {lines[0][:300]}"
+    # A change this task wants and another task forbids is refused with both named.
+    errors += [f"task {idx} wants this change and {item.replace('_', ' ')} forbids it: after the data change the "
+               f"verifier of {item} fails the do-nothing check: {lines[0][:300]}"
                for item, lines in sorted(after.items()) if item not in before]
     failures, _, error = prove_solutions(ctx, {idx: task, **guarded}, initial=work)
     if error:
         return errors + [f"the solutions could not run on the changed database: {error}"]
     if failures.get(idx) is not None:
         errors.append(f"on the changed database this task's solution still does not pass: {failures[idx][:1500]}")
-    errors += [f"the data change breaks task {i}, proven before: {failures[i][:600]}" for i in sorted(guarded)
-               if failures.get(i) is not None]
+    errors += [f"task {idx} wants this change and task {i} forbids it: the data change breaks task {i}, proven "
+               f"before: {failures[i][:600]}" for i in sorted(guarded) if failures.get(i) is not None]
     return errors
 
 

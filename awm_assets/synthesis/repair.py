@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import tempfile
 import time
@@ -78,14 +79,15 @@ class RepairEnvCodeStage(EnvCodeStage):
     name, threshold = "env_code_repair", 0.0
     commits_each_best = True  # the artifact is the whole code: a better one can be stored at once
 
-    def __init__(self, tools: list[str], healthy: list[str]):
+    def __init__(self, tools: list[str], healthy: list[str], task_lines: list[str] | None = None):
         self.tools, self.healthy = tools, healthy  # served by the stored code; of those, probed ok
+        self.task_lines = task_lines or []  # the tasks the broken tools block, with their failing calls
 
     def attempt(self, ctx: AttemptContext) -> AttemptResult:
         name, desc = scenario_info(ctx)
         base = _best(ctx.previous)
         code = base["artifact"]["code"]
-        problems = [line for line in (base.get("errors") or {}).get("_", [])]
+        problems = [line for line in (base.get("errors") or {}).get("_", [])] + self.task_lines
         corrections = [s for r in ctx.previous if r["attempt"] > 0 for s in (r.get("error_summaries") or {}).values()]
         messages = prompts.env_code_repair(name, desc, schema_sql(load_schema(ctx)), code, problems, corrections)
         response = ctx.llm.chat(messages, tag=ctx.tag(self.name))
@@ -407,12 +409,50 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
         "tasks": len(tasks), "solvable_yes": sum(1 for t in tasks if t.get("solvable") == "yes")}
 
 
+def blocked_task_lines(store: ArtifactStore, scenario: str, quality: dict[str, Any], broken: list[str],
+                       limit: int = 20) -> list[str]:
+    """For the env-code repair prompt: each task a broken tool blocks, with the call that failed, from the gate
+    (a blocked task's reason, a reference solution's failed call) and from agent episodes (`agent_proofs.json`:
+    episodes that ended on server errors)."""
+    from awm_rl.quality.proofs import PROOFS_FILE
+
+    texts = {}
+    try:
+        from awm_rl.reward.tasks import load_tasks
+        texts = {r.task_idx: r.task for r in load_tasks(store, scenario)}
+    except (FileNotFoundError, ValueError):
+        pass
+    lines: list[str] = []
+
+    def add(idx: int, tool: str, evidence: str) -> None:
+        task = texts.get(idx, "")
+        lines.append(f"task {idx} ({task[:160]!r}) needs {tool}: {evidence[:700]}")
+
+    for task in quality.get("tasks", []):
+        evidence = " ".join(str(task.get(k) or "") for k in ("reason", "solution_detail"))
+        for tool in broken:
+            if re.search(rf"\b{re.escape(tool)}\b", evidence) and ("HTTP 5" in evidence or "server" in evidence
+                                                                  or task.get("verdict") == "blocked"):
+                add(task["task_idx"], tool, evidence.strip())
+    if store.has(scenario, PROOFS_FILE):
+        for run in store.read_json(scenario, PROOFS_FILE).get("runs", [])[-3:]:
+            for f in run.get("episodes", []):
+                tool = next((c["tool"] for c in reversed(f.get("calls") or []) if c.get("tool") in broken), None)
+                if f.get("kind") == "blocked_evidence" and tool:
+                    add(f["task_idx"], tool, f"an agent's episode ({f.get('policy')}, run {run.get('run')}) ended on "
+                        f"it: {f.get('detail', '')}")
+    seen: set[str] = set()
+    unique = [x for x in lines if not (x in seen or seen.add(x))]
+    return unique[:limit] + ([f"(and {len(unique) - limit} more such task lines, not shown)"] if len(unique) > limit else [])
+
+
 def _env_code_phase(store, llm, scenario, quality, settings, max_attempts, log_fn) -> dict[str, Any] | None:
     broken = [n for n, t in quality["tools"].items() if t["status"] == "server_error"]
     if not broken:
         return None
     healthy = [n for n, t in quality["tools"].items() if t["status"] in ("ok", "client_error_only")]
-    stage = RepairEnvCodeStage(tools=sorted(quality["tools"]), healthy=healthy)
+    stage = RepairEnvCodeStage(tools=sorted(quality["tools"]), healthy=healthy,
+                               task_lines=blocked_task_lines(store, scenario, quality, broken))
     ctx0 = AttemptContext(store=store, llm=llm, scenario=scenario, attempt=0, max_attempts=max_attempts,
                           previous=[], settings=settings)
     baseline = stage.evaluate(ctx0, store.read_text(scenario, "server.py"), stage.tools)

@@ -212,6 +212,7 @@ def test_repair_fixes_the_side_at_fault_verifier_or_data_and_a_refused_fix_leave
     assert "HTTP 500" in failed_run
     assert refused.startswith("the proposed data change was not kept") and "breaks task 0" in refused
     assert "task_0 fails the do-nothing check" in refused and "task_6" not in one["errors"]
+    assert "task 7 wants this change and task 0 forbids it" in refused  # both named
     # Task 6's change is applied to the stored database (the original kept) and logged.
     conn = sqlite3.connect(folder / "initial.db")
     assert conn.execute("SELECT name FROM projects WHERE id = 2").fetchone() == ("Borealis Archive",)
