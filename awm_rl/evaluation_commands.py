@@ -4,7 +4,7 @@ Every ready environment's eligible tasks (or a seeded sample per environment), k
 awm_rl.evaluation.evaluate (the `evaluation` asset's function): pass@1 and pass@k per environment, per category
 and overall, turns, tokens, cost and failure reasons. A run folder is resumable: `--resume RUN_DIR`, or the same
 `--out` again, runs only the episodes not on disk. Exit codes: 0 done, 2 bad input or a policy configuration
-error (what finished is kept), 1 failure.
+error (what finished is kept), 1 failure, 130 interrupted (what finished is kept).
 """
 
 from __future__ import annotations
@@ -137,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                      progress=lambda line: print(line, file=sys.stderr, flush=True))
     except PolicyConfigError as exc:
         return _fail(f"{exc} (finished episodes are kept in {out}; rerun with --resume {out})")
+    except KeyboardInterrupt:
+        return _fail(f"interrupted; finished episodes are kept in {out}; rerun with --resume {out}", 130)
     except (EvaluationRunError, FileNotFoundError, ValueError) as exc:
         return _fail(str(exc))
     except PoolError as exc:
