@@ -107,3 +107,36 @@ def test_stock_grpo_trainer_two_steps_on_catalog_environments(store_root, pool, 
         logged = [row[f"rewards/AWM_{SCENARIO}/mean"] for row in trainer.state.log_history
                   if f"rewards/AWM_{SCENARIO}/mean" in row]
         assert len(logged) == 2  # TRL logged the environment's reward source on both steps
+
+
+def test_stock_trainer_routes_rows_to_several_environments(store_root, pool, tmp_path):
+    """Several environments (each its own tools): TRL's dict factory and the catalog's task rows; each group runs
+    the row's task on the row's environment."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl import GRPOConfig, GRPOTrainer
+
+    from awm_rl.integrations.catalog import IntegrationError
+    from awm_rl.integrations.trl_env import AWMEnvironments
+    from awm_rl.tiny_model import build_tiny_qwen3, tiny_model_folder
+
+    scenarios = [SCENARIO, "restaurant_reservations"]
+    with AWMEnvironments(store_root, scenarios=scenarios, pool=pool, num_generations=2) as envs:
+        rows = envs.dataset()
+        assert set(rows.column_names) == {"environment", "task_idx"} and set(rows["environment"]) == set(scenarios)
+        texts = [json.dumps(envs.tool_schemas(s)) for s in scenarios] + [r.task for r in envs.catalog.all_tasks()]
+        build_tiny_qwen3(tmp_path, vocab_size=4096, extra_texts=texts, merge_across_words=True)
+        args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=2,
+                          per_device_train_batch_size=8, max_completion_length=8, max_steps=1,
+                          max_tool_calling_iterations=1, logging_steps=1, report_to="none", save_strategy="no",
+                          model_init_kwargs={"dtype": "float32"}, seed=3)
+        model = tiny_model_folder(tmp_path, vocab_size=4096, extra_texts=texts, merge_across_words=True)
+        trainer = GRPOTrainer(model=str(model), args=args, environment_factory=envs.factories, train_dataset=rows)
+        trainer.train()
+        episodes = envs.episodes
+        assert len(episodes) == 8 and all(ep.verifier is not None for ep in episodes)
+        groups = defaultdict(list)
+        for ep in episodes:
+            groups[(ep.scenario, ep.round, ep.group)].append(ep)
+        assert all(len(m) == 2 and len({(e.task_idx, e.initial_db_sha256) for e in m}) == 1 for m in groups.values())
+        with pytest.raises(IntegrationError, match="2 environments selected"):
+            envs()  # one callable cannot serve two tool listings
