@@ -177,21 +177,6 @@ class WarmSandboxes:
                 self.started += 1
         return _Lent(self, key, found)
 
-    def prewarm(self, count: int = 1, *, timeout_s: float = 10, memory_mb: int = 512) -> int:
-        """Start `count` idle workers for these limits now (at most `keep`), so that the first verdicts do not
-        pay a sandbox start; returns how many are idle and started."""
-        lent = [self.sandbox(timeout_s=timeout_s, memory_mb=memory_mb) for _ in range(min(count, self.keep))]
-        ready = 0
-        for item in lent:
-            try:
-                item.box._ensure_worker()
-                ready += 1
-            except RuntimeError:
-                pass
-        for item in lent:
-            item.__exit__(None, None, None)
-        return ready
-
     def close(self) -> None:
         """Close every idle sandbox (lent ones are closed when they come back)."""
         with self._lock:
