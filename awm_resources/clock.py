@@ -15,8 +15,10 @@ verifier reads. `clock.json` beside `initial.db` says the same for people. Where
 - judging it (`awm_rl/_verifier_worker.py` loads this file by path: it imports no project module): the
   verifier's `sqlite3` connections and `datetime`.
 
-Not covered: SQLite's `CURRENT_TIMESTAMP`/`CURRENT_DATE` keywords (no hook in SQLite short of a VFS) and
-`time.time()`. This module imports only the standard library.
+SQLite's `CURRENT_TIMESTAMP`/`CURRENT_DATE`/`CURRENT_TIME` keywords have no hook short of a VFS: where a database
+is built they are written as the equivalent calls (`fixed_clock_sql`: DDL defaults, triggers, sample inserts);
+in SQL the generated code sends at run time (SQLAlchemy's `func.now()`) they, and `time.time()`, still read the
+wall clock. This module imports only the standard library.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 import json
+import re
 import sqlite3
 import types
 from pathlib import Path
@@ -96,6 +99,20 @@ def _fixed(helper: sqlite3.Connection, name: str, text: str):
             values = [text]
         return helper.execute(f"SELECT {name}({', '.join('?' * len(values))})", values).fetchone()[0]
     return call
+
+
+_STRING = re.compile(r"('(?:[^']|'')*')")
+_KEYWORD = re.compile(r"\bCURRENT_(TIMESTAMP|DATE|TIME)\b", re.I)
+_AS_CALL = {"timestamp": "(datetime('now'))", "date": "(date('now'))", "time": "(time('now'))"}
+
+
+def fixed_clock_sql(sql: str) -> str:
+    """`sql` with SQLite's CURRENT_TIMESTAMP/CURRENT_DATE/CURRENT_TIME (which no hook reaches) written as the
+    same-valued calls `datetime('now')`, `date('now')`, `time('now')`, which `fix_sqlite` reaches; string
+    literals are left alone. Used where a database is built (DDL defaults and triggers, sample inserts)."""
+    parts = _STRING.split(sql)
+    return "".join(part if i % 2 else _KEYWORD.sub(lambda m: _AS_CALL[m.group(1).lower()], part)
+                   for i, part in enumerate(parts))
 
 
 # ------------------------------------------------------------------------------ Python's datetime

@@ -16,7 +16,7 @@ from typing import Iterable
 
 from pydantic import BaseModel, Field
 
-from awm_resources.clock import fix_sqlite, stamp
+from awm_resources.clock import fix_sqlite, fixed_clock_sql, stamp
 
 STATEMENT_TIME_LIMIT_S = 5.0
 
@@ -139,6 +139,11 @@ def build_database(path: Path, tables: list[SchemaTable], samples: list[SampleTa
         if now is not None:
             fix_sqlite(guarded.conn, now)
             stamp(guarded.conn, now)
+            tables = [t.model_copy(update={"ddl": fixed_clock_sql(t.ddl),
+                                           "indexes": [fixed_clock_sql(i) for i in t.indexes]}) for t in tables]
+            samples = None if samples is None else [
+                s.model_copy(update={"insert_statements": [fixed_clock_sql(x) for x in s.insert_statements]})
+                for s in samples]
         apply_schema(guarded, tables, result)
         if samples is not None:
             apply_inserts(guarded, samples, result)

@@ -18,6 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from awm_resources.clock import file_clock, fix_sqlite, fixed_clock_sql
 from awm_resources.sqlite_build import SampleTable, sample_sql
 from awm_resources.store import atomic_path
 
@@ -35,6 +36,9 @@ def apply_statements(db: Path, statements: list[str]) -> list[str]:
     if bad or not statements:
         return bad or ["no statements"]
     conn = sqlite3.connect(db, isolation_level=None)
+    now = file_clock(db)  # the environment's fixed clock, for 'now' in the statements
+    fix_sqlite(conn, now)
+    statements = [fixed_clock_sql(s) for s in statements] if now else statements
     try:
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("BEGIN")

@@ -126,3 +126,45 @@ def test_server_sqlite_and_verifier_see_the_environments_now(two_imports, tmp_pa
                            solutions={0: {"calls": [{"tool": "what_time_is_it", "arguments": {}}]}})
     seen = json.loads(check.solutions["0"]["calls"][0]["text"])
     assert seen["today"] == dt.datetime.now(dt.timezone.utc).date().isoformat() != IMPORT_NOW.date().isoformat()
+
+
+STAMPED_SERVER = '''
+import os
+
+from fastapi import FastAPI
+from sqlalchemy import create_engine, text
+
+engine = create_engine(os.getenv("DATABASE_PATH", "sqlite:///clock.db"))
+app = FastAPI()
+
+
+@app.post("/notes", operation_id="add_note", summary="Add a note; the database stamps it")
+def add_note(body: str):
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO notes (body) VALUES (:body)"), {"body": body})
+        return {"created_at": conn.execute(text("SELECT created_at FROM notes ORDER BY id DESC LIMIT 1")).scalar()}
+'''
+
+
+def test_current_timestamp_defaults_read_the_clock_in_the_build_and_in_every_instance(tmp_path):
+    from awm_resources.clock import fixed_clock_sql
+    from awm_resources.sqlite_build import SampleTable, SchemaTable, build_database
+    from awm_rl.runtime.check import check_env_code
+
+    now = dt.datetime(2025, 3, 1, 9, 30)
+    assert fixed_clock_sql("SELECT CURRENT_DATE, 'CURRENT_TIMESTAMP' FROM t") == \
+        "SELECT (date('now')), 'CURRENT_TIMESTAMP' FROM t"  # string literals are left alone
+    table = SchemaTable(name="notes", ddl="CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, "
+                                          "created_at TEXT DEFAULT CURRENT_TIMESTAMP, day TEXT DEFAULT CURRENT_DATE)")
+    sample = SampleTable(table_name="notes", insert_statements=[
+        "INSERT INTO notes (id, body) VALUES (1, 'seeded')",
+        "INSERT INTO notes (id, body, created_at) VALUES (2, 'stamped', datetime('now', '-130 days'))"])
+    result = build_database(tmp_path / "initial.db", [table], [sample], now=now)
+    assert result.failures == [] and file_clock(tmp_path / "initial.db") == now
+    assert _rows(tmp_path / "initial.db")["notes"] == [
+        (1, "seeded", sql_now(now), now.date().isoformat()),
+        (2, "stamped", sql_now(now - dt.timedelta(days=130)), now.date().isoformat())]
+    check = check_env_code(STAMPED_SERVER, tmp_path / "initial.db", timeout_s=60, snapshot_dir=tmp_path / "runs",
+                           solutions={0: {"calls": [{"tool": "add_note", "arguments": {"body": "new"}}]}})
+    [call] = check.solutions["0"]["calls"]
+    assert call["status"] == 200 and json.loads(call["text"]) == {"created_at": sql_now(now)}, call
