@@ -94,6 +94,7 @@ UNIT_SECONDS = {
     "tests/rl/test_judge_and_evaluation.py": 60, "tests/test_synthesis.py": 60, "tests/faults/test_kill_ray.py": 55,
     "tests/runtime/test_bench_failures.py": 50, "tests/training/test_data_parallel.py": 50,
     "tests/runtime/test_bench.py": 45, "tests/rl/test_audit.py": 45, "tests/test_real_model_replay.py": 40,
+    "tests/benchmarks/test_rollout.py": 45,
     "tests/bfcl/test_bfcl_harness.py": 40, "tests/quality/test_quality_gate.py": 35,
     "tests/integrations/test_trl_env.py": 40,
     "tests/quality/test_agent_proofs.py": 60, "tests/mcp_universe/test_mcp_universe.py": 50,
