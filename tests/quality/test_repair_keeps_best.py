@@ -58,6 +58,9 @@ def test_a_partial_fix_is_kept_when_the_next_call_fails_and_the_next_repair_star
     assert phase["ended_early"] and "no recorded answer" in phase["error"] and phase["attempts"] == 2
     assert phase["kept_attempt"] == 1 and phase["changed"] and not phase.get("reverted")
     assert report["error"].startswith("env_code: attempt 2:")
+    from awm_assets.defs.repair.repair_job import _phase_rows  # the table on the Dagster run
+
+    assert "kept attempt 1; still wrong: " in _phase_rows(report)
     # What is still wrong names the tools the kept attempt did not fix (the unique-row conflicts).
     assert any("assign_driver_to_order" in line for line in phase["still_wrong"])
     assert not any("cancel_delivery_order" in line for line in phase["still_wrong"])

@@ -29,8 +29,13 @@ class RepairConfig(dg.Config):
 def _phase_rows(report: dict[str, Any]) -> str:
     rows = ["| phase | needed | repaired | attempts | changed | note |", "|---|---|---|---|---|---|"]
     for phase, o in report["phases"].items():
+        note = "; ".join(x for x in (
+            str(o.get("error") or "")[:200],
+            f"kept attempt {o['kept_attempt']}" if o.get("kept_attempt") and not o.get("repaired") else "",
+            f"still wrong: {len(o['still_wrong'])} (first: {o['still_wrong'][0][:160]})" if o.get("still_wrong") else "",
+            f"put back, it broke: {'; '.join(o['reverted'])[:300]}" if o.get("reverted") else "") if x)
         rows.append(f"| {phase} | {'yes' if o.get('needed') else 'no'} | {o.get('repaired', '')} | {o.get('attempts', '')} "
-                    f"| {o.get('changed', '')} | {str(o.get('error', ''))[:200].replace('|', '/')} |")
+                    f"| {o.get('changed', '')} | {note.replace('|', '/').replace(chr(10), ' ')} |")
     return "\n".join(rows)
 
 
