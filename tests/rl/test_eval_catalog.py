@@ -160,3 +160,41 @@ def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, 
     assert "k 2 there, 3 now" in capsys.readouterr().err
     assert main(["--store", str(demo_store.root)]) == 2 and "--policy is required" in capsys.readouterr().err
 
+
+
+def test_a_real_models_recorded_answers_ranked_with_tokens_and_cost(tmp_path, ray_address, monkeypatch):
+    """A strong model's recorded answers on two AgentWorldModel-1K environments (../shared/real-model-agent),
+    served over the OpenAI protocol on loopback, one request in flight at a time: the three recorded episodes
+    complete in their recorded turns, and the report prices them (litellm's prices for the model)."""
+    from awm_resources.interop import import_awm_dir
+    from awm_resources.store import ArtifactStore
+    from awm_rl.agent import make_policy
+    from awm_rl.reward import load_tasks
+    from awm_rl.runtime.pool import EnvironmentPool
+    from tests.conftest import PROJECT_ROOT
+    from tests.llm_conformance.fake_servers import FakeLLMServer
+
+    agent_dir = PROJECT_ROOT.parent / "shared" / "real-model-agent"
+    recorded = {("banking_fintech_2", 0): 7, ("banking_fintech_2", 3): 5, ("crowdfunding_platform_1", 1): 4}
+    store = ArtifactStore(tmp_path / "store")
+    import_awm_dir(agent_dir / "awm1k", store)
+    scenarios = sorted({s for s, _ in recorded})
+    others = {s: [r.task_idx for r in load_tasks(store, s) if (s, r.task_idx) not in recorded] for s in scenarios}
+    for name in ("OPENAI_API_KEY", "AWM_POLICY_API_KEY", "AWM_POLICY_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    server = FakeLLMServer(agent_dir / "recordings").start()
+    try:
+        policy = RequestLimit(make_policy("chat:openai/gpt-5", api_base=f"{server.url}/v1", api_key="sk-loopback",
+                                          reasoning="required"), 1)
+        with EnvironmentPool(store.root, num_hosts=1, prefetch=0) as pool:
+            report = evaluate(store, pool, policy, Judge("code"), out_dir=tmp_path / "run", tasks_per_env=None,
+                              scenarios=scenarios, excluded=others, concurrency=3)
+    finally:
+        server.stop()
+    assert policy.peak == 1 and len(server.requests) == sum(recorded.values())
+    assert report.episodes == 3 and report.pass_at_1 == 1.0 and report.failure_reasons == {}
+    assert {(r["scenario"], r["task"]): r["turns"] for r in report.per_task} == recorded
+    assert report.mean_turns == round(sum(recorded.values()) / 3, 3)
+    assert report.prompt_tokens > 0 and report.completion_tokens > 0 and report.policy_cost_usd > 0
+    assert report.cost_usd == report.policy_cost_usd  # the code judge costs nothing
+    assert sum(g["policy_cost_usd"] for g in report.per_environment.values()) == pytest.approx(report.policy_cost_usd)
