@@ -12,7 +12,9 @@ catalog's trainable tasks; every member of a group (the `num_generations` consec
 repeats when a dataset names the task) gets the same task and the scenario's initial database; the tools are the
 environment's own listing, each a method with its schema; the reward is this project's judge over the episode's
 database snapshots (the paper's 1 / 0.1 / 0 classes; 0 when the environment failed), judged for all slots of a
-round in one verifier batch. `AWMEnvironments.episodes` records what every episode was scored and why.
+round in one verifier batch. `get_reward()` never sees the model's last message; with `final_answers=True` the
+slots have no `get_reward` and `reward_funcs=[envs.reward_func]` scores with it (question tasks need it).
+`AWMEnvironments.episodes` records what every episode was scored and why.
 
 TRL user's lines (one environment; several: `environment_factory=envs.factories, train_dataset=envs.dataset()`)::
 
@@ -131,19 +133,17 @@ class AWMEnvironment:
         self._handle = owner.pool.acquire(self._scenario)
         self._episode: EpisodeRecord | None = None
         self._task: TaskRecord | None = None
+        self._final_answer: str | None = None
 
     def reset(self, **row: Any) -> str:
         """Back to the scenario's initial database with this round's task; returns the task text (the prompt)."""
         self._rounds += 1
+        self._final_answer = None
         self._task = self._owner._task_for(self, row)
         self._owner.pool.reset(self._handle)
         self._episode = EpisodeRecord(slot=self._slot, group=self._slot // self._owner.num_generations,
                                       round=self._rounds, scenario=self._scenario, task_idx=self._task.task_idx)
         return self._task.task
-
-    def get_reward(self) -> float:
-        """The judge's reward for this slot's episode (the whole round is judged in one batch)."""
-        return self._owner._reward(self)
 
     def _call(self, tool: str, arguments: dict[str, Any]) -> str:
         if self._episode is None:
@@ -155,13 +155,32 @@ class AWMEnvironment:
         return result.text
 
 
+def _final_answer(completion: Any) -> str | None:
+    """The rollout's last assistant message without tool calls (conversational), or the completion text."""
+    if isinstance(completion, str):
+        return completion
+    for message in reversed(completion or []):
+        if isinstance(message, dict) and message.get("role") == "assistant" and not message.get("tool_calls"):
+            content = message.get("content")
+            return content if isinstance(content, str) else None
+    return None
+
+
+class _OwnsReward:
+    """Adds TRL's `get_reward()` (the default); without it, `AWMEnvironments.reward_func` scores with final answers."""
+
+    def get_reward(self) -> float:
+        """The judge's reward for this slot's episode (the whole round is judged in one batch)."""
+        return self._owner._reward(self)  # type: ignore[attr-defined]  # mixed into AWMEnvironment only
+
+
 class AWMEnvironments:
     """The factory: catalog tasks, the pool, the judge, and which task each group of slots runs this round."""
 
     def __init__(self, store_root: Path | str | None = None, *, num_generations: int,
                  catalog_version: str | None = None, scenarios: list[str] | None = None, judge: Any = "code",
                  seed: int = 0, pool: Any | None = None, ray_address: str | None = None,
-                 max_tasks_per_scenario: int | None = None) -> None:
+                 max_tasks_per_scenario: int | None = None, final_answers: bool = False) -> None:
         from awm_rl.reward import Judge
 
         if num_generations < 1:
@@ -171,6 +190,7 @@ class AWMEnvironments:
                                                    judge_mode=self.judge.mode,
                                                    max_tasks_per_scenario=max_tasks_per_scenario)
         self.num_generations = num_generations
+        self.final_answers = final_answers
         if pool is None:
             from awm_rl.runtime.pool import EnvironmentPool
 
@@ -228,6 +248,22 @@ class AWMEnvironments:
         return [get_json_schema(member) for member_name, member in inspect.getmembers(cls, predicate=inspect.isfunction)
                 if member_name not in RESERVED and not member_name.startswith("_")]
 
+    def reward_func(self, completions: list[Any], environments: list[AWMEnvironment] | None = None,
+                    **_: Any) -> list[float]:
+        """TRL reward function (`reward_funcs=[envs.reward_func]`, with `final_answers=True`): the judge's reward,
+        the verifier also reading each rollout's final answer (its last assistant message), which `get_reward()`
+        cannot see. TRL passes the batch's `environments`."""
+        if not self.final_answers:
+            raise IntegrationError("reward_func needs AWMEnvironments(final_answers=True): otherwise the slots' "
+                                   "get_reward() is TRL's reward source already and the reward would count twice")
+        if environments is None or len(environments) != len(completions):
+            raise IntegrationError("reward_func needs TRL's `environments` (one per completion): pass "
+                                   "`environment_factory` to the same trainer")
+        for env, completion in zip(environments, completions, strict=True):
+            env._final_answer = _final_answer(completion)
+        self._score([e for e in environments if e._episode is not None and e._episode.reward is None])
+        return [self._reward(env) for env in environments]
+
     def make(self, scenario: str) -> AWMEnvironment:
         """A new slot of `scenario` (an instance acquired from the pool)."""
         with self._lock:
@@ -270,7 +306,8 @@ class AWMEnvironments:
                 raise IntegrationError(f"{scenario}: tool {name!r} clashes with TRL's environment contract "
                                        f"({', '.join(RESERVED)} and private names are not tools)")
             members[name] = tool_method(tool)
-        cls = type(f"AWM_{scenario}", (AWMEnvironment,), members)
+        bases = (AWMEnvironment,) if self.final_answers else (AWMEnvironment, _OwnsReward)
+        cls = type(f"AWM_{scenario}", bases, members)
         self._classes[scenario] = cls
         return cls
 
@@ -312,7 +349,7 @@ class AWMEnvironments:
             episodes.append(Episode(scenario=ep.scenario, task_idx=ep.task_idx, task=task.task, policy="trl",
                                     window=None, max_turns=0, termination=termination,
                                     termination_detail=ep.environment_error, initial_db=str(initial),
-                                    final_db=str(final)))
+                                    final_db=str(final), final_answer=env._final_answer))
             records.append(task)
         for env, score in zip(envs, score_episodes(episodes, records, self.judge), strict=True):
             ep = env._episode

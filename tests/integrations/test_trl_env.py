@@ -140,3 +140,39 @@ def test_stock_trainer_routes_rows_to_several_environments(store_root, pool, tmp
         assert all(len(m) == 2 and len({(e.task_idx, e.initial_db_sha256) for e in m}) == 1 for m in groups.values())
         with pytest.raises(IntegrationError, match="2 environments selected"):
             envs()  # one callable cannot serve two tool listings
+
+
+def test_final_answers_reach_the_verifier_through_reward_func(store_root, pool, tmp_path):
+    """`get_reward()` cannot see the model's last message; with final_answers=True, `reward_func` passes it to the
+    verifier: a question task (0) answered as its reference solution answers it scores 1, unanswered 0; the stock
+    trainer takes it as its reward function."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl import GRPOConfig, GRPOTrainer
+
+    from awm_rl.integrations.catalog import IntegrationError
+    from awm_rl.tiny_model import build_tiny_qwen3, tiny_model_folder
+
+    solution = json.loads((ROOT / "seeds" / "solutions" / f"{SCENARIO}.json").read_text())
+    task = next(t for t in solution["tasks"] if t["task_idx"] == 0)
+    with _environments(store_root, pool, num_generations=1, final_answers=True) as envs:
+        answered, silent = envs(), envs()
+        assert not hasattr(answered, "get_reward")  # TRL's reward source is the function, not the slots
+        for env in (answered, silent):
+            env.reset(task_idx=0)
+            for call in task["calls"]:
+                getattr(env, call["tool"])(**call["arguments"])
+        completions = [[{"role": "assistant", "content": task["final_answer"]}], [{"role": "assistant", "content": ""}]]
+        assert envs.reward_func(completions, environments=[answered, silent]) == [1.0, 0.0]
+        with pytest.raises(IntegrationError, match="environments"):
+            envs.reward_func(completions)
+
+    with _environments(store_root, pool, num_generations=2, final_answers=True) as envs:
+        texts = [json.dumps(envs.tool_schemas())] + [r.task for r in envs.catalog.all_tasks()]
+        build_tiny_qwen3(tmp_path, vocab_size=4096, extra_texts=texts, merge_across_words=True)
+        args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, num_generations=2,
+                          per_device_train_batch_size=4, max_completion_length=8, max_steps=1,
+                          max_tool_calling_iterations=1, logging_steps=1, report_to="none", save_strategy="no",
+                          model_init_kwargs={"dtype": "float32"}, seed=0)
+        model = tiny_model_folder(tmp_path, vocab_size=4096, extra_texts=texts, merge_across_words=True)
+        GRPOTrainer(model=str(model), args=args, environment_factory=envs, reward_funcs=[envs.reward_func]).train()
+        assert len(envs.episodes) == 4 and all(ep.verifier is not None for ep in envs.episodes)
