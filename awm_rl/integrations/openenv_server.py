@@ -30,7 +30,9 @@ import json
 import random
 import socket
 import sys
+import time
 import uuid
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,7 @@ class Session:
     end_tool: str = END_TOOL
     tool_names: frozenset[str] = frozenset()
     attached: bool = False
+    last_used: float = field(default_factory=time.monotonic)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -108,11 +111,11 @@ class OpenEnvServer:
     """The sessions, the catalog tasks and the pool behind the app (`app()`)."""
 
     def __init__(self, pool: Any, tasks: CatalogTasks, judge: Any, *, max_sessions: int = 1024, max_steps: int = 20,
-                 name: str = "awm-catalog") -> None:
+                 idle_s: float = 600.0, name: str = "awm-catalog") -> None:
         if not tasks.tasks:
             raise IntegrationError(f"no trainable task in the catalog {tasks.catalog_path}")
         self.pool, self.tasks, self.judge = pool, tasks, judge
-        self.max_sessions, self.max_steps, self.name = max_sessions, max_steps, name
+        self.max_sessions, self.max_steps, self.idle_s, self.name = max_sessions, max_steps, idle_s, name
         self.sessions: dict[str, Session] = {}
         self._order = tasks.all_tasks()
         self._next = 0
@@ -141,8 +144,23 @@ class OpenEnvServer:
             raise ProtocolError("this request needs a session_id (openenv/session/create, or a /ws connection)")
         found = self.sessions.get(str(session_id))
         if found is None:
-            raise ProtocolError(f"unknown session_id {session_id!r} (closed, or never created)")
+            raise ProtocolError(f"unknown session_id {session_id!r} (closed, idle past {self.idle_s:.0f}s, or never "
+                                "created)")
+        found.last_used = time.monotonic()
         return found
+
+    async def reap_idle(self) -> list[str]:
+        """Close the sessions no WebSocket holds that were not used for `idle_s` (their instances go back)."""
+        now = time.monotonic()
+        idle = [s.id for s in list(self.sessions.values()) if not s.attached and now - s.last_used > self.idle_s]
+        for sid in idle:
+            await self.close_session(sid)
+        return idle
+
+    async def _reaper(self) -> None:
+        while True:
+            await asyncio.sleep(max(0.5, min(30.0, self.idle_s / 2)))
+            await self.reap_idle()
 
     # -- episode -----------------------------------------------------------------------------------
     def _pick(self, params: dict[str, Any]) -> TaskRecord:
@@ -319,7 +337,13 @@ class OpenEnvServer:
 
     # -- the ASGI app ------------------------------------------------------------------------------
     def app(self) -> Any:
-        app = FastAPI(title=f"{self.name} (OpenEnv protocol)")
+        @asynccontextmanager
+        async def lifespan(_: FastAPI) -> Any:
+            reaper = asyncio.get_running_loop().create_task(self._reaper())
+            yield
+            reaper.cancel()
+
+        app = FastAPI(title=f"{self.name} (OpenEnv protocol)", lifespan=lifespan)
         stateless = {"error": "stateless HTTP reset/step/state is not served: an episode lives in a session",
                      "solution": "connect to /ws (OpenEnv's EnvClient / MCPToolClient do)"}
 
@@ -403,6 +427,7 @@ class OpenEnvServer:
         except json.JSONDecodeError as exc:
             return _ws_error(f"invalid JSON: {exc}", "INVALID_JSON")
         kind = message.get("type") if isinstance(message, dict) else None
+        session.last_used = time.monotonic()
         data = message.get("data") if isinstance(message, dict) else None
         try:
             if kind == "reset":
@@ -477,6 +502,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-sessions", type=int, default=1024, help="sessions open at once (default 1024)")
     p.add_argument("--max-steps", type=int, default=20, help="tool calls per episode before it ends (default 20)")
     p.add_argument("--call-timeout", type=float, default=10.0, help="seconds per tool call (default 10)")
+    p.add_argument("--idle-timeout", type=float, default=600.0,
+                   help="seconds before a session no WebSocket holds and nobody used is closed (default 600)")
     args = p.parse_args(argv)
     if args.max_sessions < 1 or args.max_steps < 1:
         print("awm serve --openenv: --max-sessions and --max-steps must be at least 1", file=sys.stderr)
@@ -512,7 +539,7 @@ def main(argv: list[str]) -> int:
     pool = EnvironmentPool(tasks.store.root, call_timeout_s=args.call_timeout, max_instances=args.max_sessions + 64)
     try:
         server = OpenEnvServer(pool, tasks, Judge(args.judge, llm=judge_llm), max_sessions=args.max_sessions,
-                               max_steps=args.max_steps)
+                               max_steps=args.max_steps, idle_s=args.idle_timeout)
         port = sock.getsockname()[1]
         print(f"awm serve --openenv: {len(tasks.scenarios)} environment(s), {len(tasks.all_tasks())} task(s) of "
               f"catalog {tasks.catalog_digest[:12]} at ws://{args.host}:{port}/ws (judge {args.judge}; "

@@ -61,6 +61,11 @@ async def mcp_session(plan: dict, number: int) -> dict:
 async def generic_session(plan: dict, number: int) -> dict:
     out: dict = {"number": number, "client": "GenericEnvClient"}
     async with GenericEnvClient(base_url=plan["url"]) as env:
+        try:
+            await env.reset(scenario=plan["scenario"], task_idx=plan["task_idx"], reward_config={"complete": 5.0})
+            out["bad_reset"] = "accepted"
+        except RuntimeError as exc:
+            out["bad_reset"] = str(exc)
         started = time.perf_counter()
         first = await env.reset(scenario=plan["scenario"], task_idx=plan["task_idx"])
         out["reset_ms"] = (time.perf_counter() - started) * 1000

@@ -19,6 +19,7 @@ from tests.conftest import PROJECT_ROOT
 OPENENV_PYTHON = PROJECT_ROOT / ".venv" / "openenv" / "bin" / "python"
 CLIENT = Path(__file__).with_name("openenv_client.py")
 SESSIONS = 16
+IDLE_S = 8  # the server closes a session nobody holds or used for this long
 SCENARIO, TASK = "issue_tracker", 7  # task 7 creates a milestone and moves issues into it (writes it verifies)
 
 
@@ -35,7 +36,7 @@ def store(demo_pristine, tmp_path_factory):
 def server(store, ray_address):
     """`awm serve --openenv --port 0` on the demo catalog, joined to the session's Ray cluster."""
     proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.commands", "serve", "--openenv", "--port", "0",
-                             "--home", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             "--idle-timeout", str(IDLE_S), "--home", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": ray_address})
     deadline, line = time.monotonic() + 120, ""
     while time.monotonic() < deadline and "awm serve --openenv:" not in line and proc.poll() is None:
@@ -84,6 +85,8 @@ def test_openenv_clients_many_isolated_sessions(server):
         assert "no verify tool" in s["verify"], s["verify"]
         assert s["done"] is True and s["outcome"] == "agent_error" and s["reward"] == 0.0, s
         assert s["state"]["step_count"] >= 2, s["state"]
+    for s in report["sessions"][1::2]:  # GenericEnvClient: a reset parameter the server does not take is an error
+        assert "unknown reset parameter(s) ['reward_config']" in s["bad_reset"], s["bad_reset"]
     for s in report["sessions"][::2]:  # MCPToolClient: nothing more once the episode is over
         assert "is over" in s["after_done"], s["after_done"]
     solved = report["solution"]
@@ -113,3 +116,7 @@ def test_bad_reset_and_stateless_http(server):
     assert "reset first" in rpc("tools/list", {"session_id": sid})["error"]["message"]
     assert "unknown session_id" in rpc("tools/call", {"session_id": "nope", "name": "x"})["error"]["message"]
     assert rpc("openenv/session/close", {"session_id": sid})["result"]["closed"] is True
+    left = rpc("openenv/session/create", {})["result"]["session_id"]  # made, then left: closed once idle
+    time.sleep(IDLE_S * 1.6)
+    assert "idle past" in rpc("tools/list", {"session_id": left})["error"]["message"]
+    assert json.loads(urllib.request.urlopen(url + "/health", timeout=10).read())["sessions"] == 0
