@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 
 PHASES = ("env_code", "verifiers", "solutions")
 REGENERATE_VERDICTS = ("missing", "crash", "vacuous", "nondeterministic")
+GOAL_MET = "goal_met"  # the gate's verdict for a task whose goal the initial data already holds
 ORIGINAL_CODE = "server.original.py"
 
 
@@ -482,7 +483,7 @@ def _solutions_phase(store, llm, scenario, quality, settings, max_attempts, log_
     for t in quality["tasks"]:
         record, idx = records.get(t["task_idx"]), t["task_idx"]
         entry = record.verifier_for(CODE_FUNCTION) if record else None
-        if (entry and t["verdict"] in ("ok", "unsolvable") and t.get("solvable") != "yes"
+        if (entry and t["verdict"] in ("ok", "unsolvable", GOAL_MET) and t.get("solvable") != "yes"
                 and (only is None or idx in only)):
             todo[idx] = {"task": record.task, "code": entry["code"]}
     if not todo:
@@ -491,6 +492,13 @@ def _solutions_phase(store, llm, scenario, quality, settings, max_attempts, log_
     # Only a solution that ran and failed is an error to correct; a task without one is simply to do.
     failing = {f"task_{t['task_idx']}": [f"the stored reference solution failed: {t.get('solution_detail', '')}"]
                for t in quality["tasks"] if t["task_idx"] in todo and t.get("solvable") == "no"}
+    for t in quality["tasks"]:  # the gate found the goal already met: the data-change path is to take it out
+        if t["task_idx"] in todo and t["verdict"] == GOAL_MET:
+            failing.setdefault(f"task_{t['task_idx']}", []).append(
+                f"{t.get('reason', 'the goal already holds in the initial data')}. An unchanged database is never "
+                "complete and a duplicate of an existing record is no solution: with at_fault 'data', propose a "
+                "data_change that takes the target out of the initial data (it is checked against every other "
+                "task and refused, naming both, if another task needs those rows), then the calls that do the task")
     clean = {t["task_idx"] for t in quality["tasks"] if t["task_idx"] in todo and t.get("clean_run")}
     proven = {t["task_idx"] for t in quality["tasks"] if t.get("solvable") == "yes"}
     baseline = AttemptResult(artifact=None, error_rate=1.0, errors=failing, metrics={"solutions_wanted": len(todo)})

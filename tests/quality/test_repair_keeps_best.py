@@ -121,3 +121,31 @@ def test_the_database_excerpt_in_repair_prompts_says_what_it_cut(store):
     assert said and int(said.group(2)) == total, block
     rows = [line for line in block.splitlines()[1:] if " | " in line]
     assert len(rows) == int(said.group(1)) < total
+
+
+def test_a_task_whose_goal_already_holds_goes_to_the_data_change_path(tmp_path):
+    """Issue 38 item 5: the gate's `goal_met` task (here task 6 of `awm bench repair`'s verifier_at_fault case:
+    the project it asks to create exists under its unique name) is repaired by a data change that takes the
+    target out, checked against the other tasks (recording written by hand, tests/quality/recordings)."""
+    from awm_assets.synthesis.repair import _solutions_phase
+    from awm_rl.quality.report import quality
+    from benchmarks.repair import verifier_at_fault
+    from tests.quality.conftest import SCENARIO
+
+    store, scenario = verifier_at_fault(tmp_path)
+    assert scenario == SCENARIO
+    report = quality(store, [scenario])["scenarios"][0]
+    task = next(t for t in report["tasks"] if t["task_idx"] == 6)
+    if task["verdict"] != "goal_met":  # what the gate says once it finds met goals (issue 38 item 1)
+        task.update(verdict="goal_met", eligible=False,
+                    reason="the goal already holds in the initial data: projects row 2 (name 'Borealis', region "
+                           "'EU-WEST')")
+    outcome = _solutions_phase(store, LLMClient(replay_dir=RECORDINGS), scenario, report, {}, 1, lambda _m: None, {6})
+
+    assert outcome and outcome["repaired"] and outcome["metrics"]["data_changes"] == 1, outcome
+    zero = store.list_attempts(scenario, "solutions")[0]
+    assert "the goal already holds in the initial data" in zero["errors"]["task_6"][-1]
+    assert "propose a data_change that takes the target out" in zero["errors"]["task_6"][-1]
+    conn = sqlite3.connect(store.path(scenario, "initial.db"))
+    assert conn.execute("SELECT name FROM projects WHERE id = 2").fetchone() == ("Borealis Archive",)
+    conn.close()
