@@ -97,7 +97,7 @@ UNIT_SECONDS = {
     "tests/benchmarks/test_rollout.py": 45,
     "tests/bfcl/test_bfcl_harness.py": 40, "tests/quality/test_quality_gate.py": 35,
     "tests/integrations/test_trl_env.py": 40,
-    "tests/quality/test_agent_proofs.py": 60, "tests/quality/test_repair_keeps_best.py": 50, "tests/mcp_universe/test_mcp_universe.py": 50,
+    "tests/quality/test_agent_proofs.py": 60, "tests/quality/test_repair_keeps_best.py": 50,
     "tests/integrations/test_openenv_server.py": 45, "tests/rl/test_eval_catalog.py": 45,
 }
 
