@@ -176,3 +176,22 @@ def test_final_answers_reach_the_verifier_through_reward_func(store_root, pool, 
         model = tiny_model_folder(tmp_path, vocab_size=4096, extra_texts=texts, merge_across_words=True)
         GRPOTrainer(model=str(model), args=args, environment_factory=envs, reward_funcs=[envs.reward_func]).train()
         assert len(envs.episodes) == 4 and all(ep.verifier is not None for ep in envs.episodes)
+
+
+def test_a_kept_catalog_version_is_used_only_while_its_environments_are_unchanged(demo_pristine, tmp_path):
+    """`catalog_version=` trains on exactly a kept catalog (as `awm train --catalog-version`): its tasks while every
+    environment is as it recorded, a clear error naming the changed one after."""
+    from awm_resources.provenance import list_catalog_versions
+    from awm_rl.integrations.catalog import IntegrationError, catalog_tasks
+
+    root = tmp_path / "store"
+    shutil.copytree(demo_pristine, root)
+    current = catalog_tasks(root, scenarios=[SCENARIO])
+    digest = next(d for d in list_catalog_versions(current.store) if d == current.catalog_digest)
+    kept = catalog_tasks(root, catalog_version=digest[:8], scenarios=[SCENARIO])
+    assert [r.task_idx for r in kept.tasks[SCENARIO]] == [r.task_idx for r in current.tasks[SCENARIO]]
+    assert kept.catalog_path.name == f"{digest}.json"
+    tasks_file = root / "scenarios" / SCENARIO / "tasks.json"
+    tasks_file.write_text(tasks_file.read_text().replace("pulse-api", "pulse-apx", 1))
+    with pytest.raises(IntegrationError, match=f"{SCENARIO}: "):
+        catalog_tasks(root, catalog_version=digest, scenarios=[SCENARIO])
