@@ -157,17 +157,52 @@ class ReusedInstances:
 
 # ---------------------------------------------------------------------------------------------
 # memory
+def _tree(pid: int) -> list[Any]:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def pool_processes(pool: Any) -> tuple[list[Any], list[Any]]:
+    """(the host actors with their descendants, i.e. the sandboxed scenario workers; Ray's own processes on
+    this node, when this driver started them) as psutil processes."""
+    host_procs = [p for st in pool.host_stats() if "pid" in st for p in _tree(int(st["pid"]))]
+    host_pids = {p.pid for p in host_procs}
+    ray_procs: list[Any] = []
+    try:
+        import ray._private.worker as ray_worker
+
+        node = getattr(ray_worker, "_global_node", None)
+        if node is not None:
+            for _role, proc in node.live_processes():
+                ray_procs += [p for p in _tree(proc.pid) if p.pid not in host_pids]
+    except Exception:  # noqa: BLE001 - Ray's private process list: without it, no Ray figure
+        pass
+    return host_procs, ray_procs
+
+
+def cpu_seconds(procs: list[Any]) -> float:
+    """User + system CPU seconds the processes have used so far (those still alive)."""
+    import psutil
+
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
 def pool_memory(pool: Any) -> dict[str, Any]:
     """Resident sets (MB) of the host actors with their descendants (the sandboxed scenario workers), of Ray's
     own processes on this node, and of this driver."""
     import psutil
-
-    def tree(pid: int) -> list[psutil.Process]:
-        try:
-            proc = psutil.Process(pid)
-            return [proc, *proc.children(recursive=True)]
-        except psutil.Error:
-            return []
 
     def rss(procs: list[psutil.Process]) -> float:
         total = 0
@@ -178,18 +213,7 @@ def pool_memory(pool: Any) -> dict[str, Any]:
                 pass
         return total / 2**20
 
-    host_procs = [p for st in pool.host_stats() if "pid" in st for p in tree(int(st["pid"]))]
-    host_pids = {p.pid for p in host_procs}
-    ray_procs: list[psutil.Process] = []
-    try:
-        import ray._private.worker as ray_worker
-
-        node = getattr(ray_worker, "_global_node", None)
-        if node is not None:
-            for _role, proc in node.live_processes():
-                ray_procs += [p for p in tree(proc.pid) if p.pid not in host_pids]
-    except Exception:  # noqa: BLE001 - Ray's private process list: without it, no Ray figure
-        pass
+    host_procs, ray_procs = pool_processes(pool)
     by_scenario: dict[str, float] = {}
     for p in host_procs:
         try:
@@ -200,7 +224,7 @@ def pool_memory(pool: Any) -> dict[str, Any]:
             pass
     hosts = rss(host_procs)
     return {"hosts_rss_mb": round(hosts, 1), "ray_system_rss_mb": round(rss(ray_procs), 1),
-            "driver_rss_mb": round(rss(tree(os.getpid())[:1]), 1),
+            "driver_rss_mb": round(rss(_tree(os.getpid())[:1]), 1),
             "scenario_workers_rss_mb": {k: round(v, 1) for k, v in sorted(by_scenario.items())},
             "host_processes": len(host_procs)}
 
@@ -221,11 +245,19 @@ def direct_baseline(pool: Any, handles: dict[str, list[Any]], episodes: list[Any
     used = [h for hs in handles.values() for h in hs]
     with ThreadPoolExecutor(max_workers=32) as ex:  # back to the initial databases first (not timed)
         list(ex.map(pool.reset, used))
-    t0 = time.perf_counter()
+    host_procs, ray_procs = pool_processes(pool)
+    procs = host_procs + ray_procs + _tree(os.getpid())[:1]
+    c0, t0 = cpu_seconds(procs), time.perf_counter()
     results = pool.call_many(calls)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, cpu_seconds(procs) - c0
+    # CPU per call barely depends on what else the machine runs (wall time does): what the calls would reach on
+    # idle cores, if nothing but this pool used them
+    per_cpu_s = len(calls) / cpu if cpu > 0 else None
     return {"calls": len(calls), "ok": sum(1 for r in results if r.ok), "wall_s": round(wall, 3),
-            "calls_per_s": round(len(calls) / wall, 1) if wall > 0 else None}
+            "calls_per_s": round(len(calls) / wall, 1) if wall > 0 else None,
+            "cpu_s": round(cpu, 3), "calls_per_cpu_s": round(per_cpu_s, 1) if per_cpu_s else None,
+            "calls_per_s_on_2_idle_cores": round(2 * per_cpu_s, 1) if per_cpu_s else None,
+            "processes": len(procs)}
 
 
 def plot_latencies(values: list[float], path: Path, title: str) -> Path | None:
@@ -324,9 +356,12 @@ def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutio
         create_s = time.perf_counter() - t0
         envs = ReusedInstances(pool, handles)
         config = LoopConfig(max_turns=max(len(v) for v in scripts.values()) + 1, snapshot_dir=work / "snapshots")
-        t0, c0 = time.perf_counter(), time.process_time()
+        host_procs, ray_procs = pool_processes(pool)
+        procs = host_procs + ray_procs + _tree(os.getpid())[:1]
+        t0, c0, all0 = time.perf_counter(), time.process_time(), cpu_seconds(procs)
         episodes_out = run_episodes(envs, policy, specs, config, concurrency=episodes)
         rollout_s, rollout_cpu_s = time.perf_counter() - t0, time.process_time() - c0
+        rollout_all_cpu_s = cpu_seconds(procs) - all0
         memory = pool_memory(pool)
         isolation = pool.isolation()
         cold_start = {s: round(pool.cold_start_ms(s) or 0.0, 1) for s in sorted(per_scenario)}
@@ -376,6 +411,9 @@ def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutio
         "pool_start_s": round(open_s, 2), "cold_start_ms": cold_start, "create_s": round(create_s, 3),
         "create_ms_per_instance": round(create_s * 1000 / episodes, 4),
         "rollout_s": round(rollout_s, 3), "rollout_driver_cpu_s": round(rollout_cpu_s, 2),
+        "rollout_cpu_s": round(rollout_all_cpu_s, 2),
+        "episodes_per_s_on_2_idle_cores": (round(2 * episodes / rollout_all_cpu_s, 1) if rollout_all_cpu_s > 0
+                                           else None),
         "episodes_per_s": round(episodes / rollout_s, 2), "turns": turns, "turns_per_s": round(turns / rollout_s, 1),
         "tool_calls": len(tool_ms), "tool_calls_ok": sum(1 for e in episodes_out for st in e.steps if st.tool is not None
                                                          and st.format.get("action") == "call_tool" and st.tool.ok), "tool_calls_per_s": round(len(tool_ms) / rollout_s, 1),
@@ -383,7 +421,7 @@ def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutio
         "rollout_vs_direct_calls_per_s": (round(len(tool_ms) / rollout_s / direct["calls_per_s"], 4)
                                           if direct["calls_per_s"] else None),
         "tool_call_ms_p50": _pct(tool_ms, 0.5), "tool_call_ms_p99": _pct(tool_ms, 0.99),
-        "tool_call_ms_max": round(max(tool_ms), 3) if tool_ms else None,
+        "tool_call_ms_max": round(max(tool_ms), 4) if tool_ms else None,
         "reset_ms_p50": _pct(envs.reset_ms, 0.5), "reset_ms_p99": _pct(envs.reset_ms, 0.99),
         "reset_ms_per_episode": round(statistics.fmean(envs.reset_ms), 3) if envs.reset_ms else None,
         "snapshot_ms_p50": _pct(envs.snapshot_ms, 0.5),
@@ -403,7 +441,10 @@ def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutio
                   "instances once, up front",
                   "verify_s: every episode's code-mode verifier (sandboxed), after the rollout",
                   "direct_baseline: the same calls straight to the pool at once, no loop (in-run baseline); "
-                  "rollout_vs_direct_calls_per_s: the rollout's tool calls/s over it"],
+                  "rollout_vs_direct_calls_per_s: the rollout's tool calls/s over it",
+                  "*_cpu_s: CPU seconds of every process involved (driver, host actors, sandboxed workers, Ray's "
+                  "own when this driver started them); *_on_2_idle_cores: 2 CPU-seconds per second spent on the "
+                  "same work, what a quiet 2-core machine would reach (wall times depend on the load)"],
     }
     if plot is not None:
         written = plot_latencies(tool_ms, Path(plot), f"{episodes} concurrent episodes: {len(tool_ms)} tool calls")
@@ -417,6 +458,8 @@ def _print_text(r: dict[str, Any]) -> None:
     print(f"  completed {r['completed']} (expected {r['expected_completed']}), outcomes {r['outcomes']}")
     print(f"  rollout {r['rollout_s']} s: {r['episodes_per_s']} episodes/s, {r['turns_per_s']} turns/s; tool call "
           f"p50 {r['tool_call_ms_p50']} ms, p99 {r['tool_call_ms_p99']} ms")
+    print(f"  on 2 idle cores (CPU time): {r['episodes_per_s_on_2_idle_cores']} episodes/s, "
+          f"{r['direct_baseline']['calls_per_s_on_2_idle_cores']} calls/s straight to the pool")
     print(f"  {r['tool_calls_per_s']} tool calls/s in the loop, {r['direct_baseline']['calls_per_s']} sent straight "
           f"to the pool (ratio {r['rollout_vs_direct_calls_per_s']})")
     print(f"  reset p50 {r['reset_ms_p50']} ms per episode; create {r['create_ms_per_instance']} ms per instance; "

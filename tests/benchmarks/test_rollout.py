@@ -55,6 +55,10 @@ def test_figures_agree_with_the_recordings(agent_store, ray_address, tmp_path): 
     direct = report["direct_baseline"]
     assert direct["calls"] == report["tool_calls"] and direct["ok"] == report["tool_calls_ok"] > 0
     assert report["rollout_vs_direct_calls_per_s"] > 0
+    # CPU accounting covers the driver, the host actors and their workers: more than the driver alone
+    assert report["rollout_cpu_s"] > report["rollout_driver_cpu_s"] > 0 and direct["cpu_s"] > 0
+    assert math.isclose(report["episodes_per_s_on_2_idle_cores"], 2 * EPISODES / report["rollout_cpu_s"], rel_tol=0.02)
+    assert direct["processes"] >= 3 and direct["calls_per_s_on_2_idle_cores"] > 0
 
     # Rates and per-episode costs are the totals divided out.
     assert math.isclose(report["episodes_per_s"], EPISODES / report["rollout_s"], rel_tol=0.01)
