@@ -177,6 +177,11 @@ def set_now(now: _dt.datetime | None) -> None:
     _NOW[0] = None if now is None else now.replace(tzinfo=None, second=0, microsecond=0)
 
 
+def today() -> _dt.date:
+    """The environment's day where this process has its clock (see `set_now`), else the wall clock's."""
+    return _REAL_DATE.today() if _NOW[0] is None else _NOW[0].date()
+
+
 _PROXY: list[types.ModuleType] = []
 
 

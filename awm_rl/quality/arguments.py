@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date
 from typing import Any
 
+from awm_resources.clock import today as clock_today
 from awm_rl.quality.dbfacts import DbFacts, Table, looks_like_date
 from awm_rl.runtime.tools import ToolRoute
 
@@ -225,7 +225,7 @@ def _date_like(facts: DbFacts, *, with_time: bool) -> str:
             for v in t.values(c)[:3]:
                 if looks_like_date(v) and ((" " in v or "T" in v) == with_time):
                     return v
-    today = date.today().isoformat()
+    today = clock_today().isoformat()  # in the env worker: the environment's fixed clock (awm_resources.clock)
     return f"{today}T10:00:00" if with_time else today
 
 

@@ -168,3 +168,32 @@ def test_current_timestamp_defaults_read_the_clock_in_the_build_and_in_every_ins
                            solutions={0: {"calls": [{"tool": "add_note", "arguments": {"body": "new"}}]}})
     [call] = check.solutions["0"]["calls"]
     assert call["status"] == 200 and json.loads(call["text"]) == {"created_at": sql_now(now)}, call
+
+
+DAY_SERVER = '''
+import os
+from datetime import date
+
+from fastapi import FastAPI
+from sqlalchemy import create_engine
+
+engine = create_engine(os.getenv("DATABASE_PATH", "sqlite:///clock.db"))
+app = FastAPI()
+
+
+@app.get("/agenda", operation_id="agenda_for_day", summary="The agenda of one day (today only)")
+def agenda_for_day(day: str):
+    if day != date.today().isoformat():
+        raise RuntimeError(f"the probe's day {day} is not the server's today {date.today()}")
+    return {"day": day, "items": []}
+'''
+
+
+def test_the_tool_probe_dates_by_the_environments_clock(tmp_path):
+    from awm_resources.sqlite_build import SchemaTable, build_database
+    from awm_rl.runtime.check import check_env_code
+
+    table = SchemaTable(name="agenda", ddl="CREATE TABLE agenda (id INTEGER PRIMARY KEY, title TEXT)")
+    build_database(tmp_path / "initial.db", [table], [], now=dt.datetime(2024, 7, 1, 8, 0))  # no dates stored
+    check = check_env_code(DAY_SERVER, tmp_path / "initial.db", timeout_s=60, probe=True)
+    assert check.probe["agenda_for_day"]["status"] == "ok", check.probe["agenda_for_day"]
