@@ -98,9 +98,9 @@ def tool_method(tool: dict[str, Any]) -> Any:
     annotations: dict[str, Any] = {}
     arg_lines = []
     for arg, arg_schema in props.items():
-        if not arg.isidentifier() or keyword.iskeyword(arg):
-            raise IntegrationError(f"tool {name!r}: argument {arg!r} is not a Python identifier, so TRL cannot "
-                                   "offer it as a method argument")
+        if not arg.isidentifier() or keyword.iskeyword(arg) or arg in ("self", "cls"):
+            raise IntegrationError(f"tool {name!r}: argument {arg!r} is not a Python identifier (or is the method's "
+                                   "receiver name), so TRL cannot offer it as a method argument")
         hint = _hint(arg_schema if isinstance(arg_schema, dict) else {})
         hint = hint if arg in required else Optional[hint]  # transformers renders Optional as nullable
         annotations[arg] = hint

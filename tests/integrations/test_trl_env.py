@@ -195,3 +195,28 @@ def test_a_kept_catalog_version_is_used_only_while_its_environments_are_unchange
     tasks_file.write_text(tasks_file.read_text().replace("pulse-api", "pulse-apx", 1))
     with pytest.raises(IntegrationError, match=f"{SCENARIO}: "):
         catalog_tasks(root, catalog_version=digest, scenarios=[SCENARIO])
+
+
+def test_a_listing_entry_becomes_the_schema_transformers_renders():
+    """Types, enums, optional (nullable) and required arguments survive the trip through a method's signature and
+    docstring; an argument no method can take is a clear error naming the tool."""
+    from transformers.utils import get_json_schema
+
+    from awm_rl.integrations.catalog import IntegrationError
+    from awm_rl.integrations.trl_env import tool_method
+
+    tool = {"name": "search_items", "description": "Find items.", "input_schema": {
+        "type": "object", "required": ["query"], "properties": {
+            "query": {"type": "string", "description": "Words to match"},
+            "status": {"type": "string", "enum": ["open", "closed"], "description": "Only these"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "description": "At most"}}}}
+    rendered = get_json_schema(tool_method(tool))["function"]
+    props = rendered["parameters"]["properties"]
+    assert rendered["name"] == "search_items" and rendered["description"] == "Find items."
+    assert rendered["parameters"]["required"] == ["query"] and props["query"]["type"] == "string"
+    assert props["status"]["enum"] == ["open", "closed"] and props["status"].get("nullable")
+    assert props["tags"]["items"] == {"type": "string"} and props["limit"]["type"] == "integer"
+    for bad in ("from", "self", "item-id"):
+        with pytest.raises(IntegrationError, match=f"search_items.*{bad}"):
+            tool_method({**tool, "input_schema": {"properties": {bad: {"type": "string"}}}})
