@@ -344,6 +344,10 @@ def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge
         by_scenario: dict[str, list[TaskRecord]] = {}
         for scenario, _ in run["tasks"]:
             by_scenario.setdefault(scenario, load_tasks(store, scenario))
+        missing = [f"{s} task {i}" for s, i in run["tasks"] if not 0 <= i < len(by_scenario[s])]
+        if missing:
+            raise EvaluationRunError(f"{out_dir} evaluates tasks the store no longer has ({', '.join(missing[:5])}): "
+                                     "evaluate into another folder")
         records = [by_scenario[s][i] for s, i in run["tasks"]]
         excluded = run.get("excluded") or {}
     else:
