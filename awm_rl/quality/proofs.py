@@ -197,7 +197,8 @@ def _keep(store: ArtifactStore, scenario: str, findings: list[EpisodeFinding], r
 
 
 def load_episodes(folder: Path) -> list[Any]:
-    """Every episode (`awm rollout`'s trajectory.json, or any JSON file holding an Episode) under `folder`."""
+    """Every episode under `folder`: `awm rollout`'s trajectory.json, `awm eval catalog`'s episodes/*.json
+    (`{"episode": ..., "score": ...}`), or any JSON file holding an Episode or a list of them."""
     import json
 
     from pydantic import ValidationError
@@ -213,6 +214,8 @@ def load_episodes(folder: Path) -> list[Any]:
         except (OSError, json.JSONDecodeError):
             continue
         for item in data if isinstance(data, list) else [data]:
+            if isinstance(item, dict) and isinstance(item.get("episode"), dict):
+                item = item["episode"]
             if isinstance(item, dict) and {"scenario", "task_idx", "steps"} <= set(item):
                 try:
                     out.append(Episode.model_validate(item))

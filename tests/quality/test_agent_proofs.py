@@ -9,6 +9,7 @@ whose final answer says the task is already done while nothing was done is liste
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -79,12 +80,17 @@ def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_addres
     assert "already done" in finding["detail"] and "the verifier says 'others'" in finding["detail"]
     assert not agent_store.has("crowdfunding_platform_1", PROOFS_FILE)
 
-    # Episodes as `awm rollout` writes them, read back from a folder (`awm quality --proofs-from DIR`).
+    # Episodes as `awm rollout` writes them (trajectory.json) and as `awm eval catalog` does (episodes/*.json).
     folder = tmp_path / "episodes"
     for i, e in enumerate(episodes):
         (folder / str(i)).mkdir(parents=True)
-        (folder / str(i) / "trajectory.json").write_text(e.model_dump_json(), encoding="utf-8")
+        if i == 1:
+            (folder / str(i) / f"{e.scenario}.t{e.task_idx}.a0.json").write_text(json.dumps(
+                {"attempt": 0, "episode": json.loads(e.model_dump_json()), "score": {"outcome": "completed"}}))
+        else:
+            (folder / str(i) / "trajectory.json").write_text(e.model_dump_json(), encoding="utf-8")
     loaded = load_episodes(folder)
+    assert sorted((e.scenario, e.task_idx) for e in loaded) == sorted((e.scenario, e.task_idx) for e in episodes)
     report = prove_episodes(agent_store, loaded, run="real-model-agent")
 
     assert report["proven"] == {"banking_fintech_2": [0, 3], "crowdfunding_platform_1": [1]}, report["episodes"]
