@@ -466,6 +466,17 @@ def _run_in_child(request: dict, private_fds: list[int]) -> dict:
                 status = wait_status
     finally:
         os.close(read_fd)
+    if status is None and stopped is None and not over and expected is not None and len(buffer) >= 8 + expected:
+        try:  # the whole reply is in: the process has nothing more to say; `_sweep` reaps it after the reply
+            reply = json.loads(bytes(buffer[8:8 + expected]).decode("utf-8"))
+        except ValueError:
+            reply = None
+        if isinstance(reply, dict):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return reply
     if status is None:
         if over or expected is None or len(buffer) < 8 + expected:
             try:
@@ -499,20 +510,25 @@ def _run_in_child(request: dict, private_fds: list[int]) -> dict:
             "error": f"verifier process exited with status {os.waitstatus_to_exitcode(status)} without a result"}
 
 
+def _kill_all(own_pid_namespace: bool) -> None:
+    """SIGKILL every process a job left behind: none of them runs another instruction of its own after this."""
+    if own_pid_namespace:
+        try:
+            os.kill(-1, signal.SIGKILL)  # in our own PID namespace: everything but init and us
+        except ProcessLookupError:
+            pass
+        return
+    for child in _children():
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _sweep(own_pid_namespace: bool) -> bool:
-    """Kill every process a job left behind; True when none is left."""
+    """Kill and reap every process a job left behind; True when none is left."""
     for _ in range(100):
-        if own_pid_namespace:
-            try:
-                os.kill(-1, signal.SIGKILL)  # in our own PID namespace: everything but init and us
-            except ProcessLookupError:
-                pass
-        else:
-            for child in _children():
-                try:
-                    os.kill(child, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        _kill_all(own_pid_namespace)
         try:
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
@@ -601,10 +617,13 @@ def main() -> None:
             continue
         request = json.loads(line)
         outcome = _run_in_child(request, private_fds)
-        clean = _sweep(own_pid_namespace)
+        # Killed before the reply leaves (so nothing of this job sees the next job's databases, which the parent
+        # copies in once it has the reply), reaped after it (off the caller's time), before the next job is read.
+        _kill_all(own_pid_namespace)
         outcome["id"] = request["id"]
         protocol_out.write(json.dumps(outcome, ensure_ascii=False) + "\n")
         protocol_out.flush()
+        clean = _sweep(own_pid_namespace)
         if not clean:
             sys.exit(75)  # processes left behind that would not die: the parent starts a fresh worker
 
