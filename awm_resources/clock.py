@@ -28,6 +28,7 @@ import datetime as _dt
 import json
 import re
 import sqlite3
+import threading
 import types
 from pathlib import Path
 from typing import Any
@@ -82,22 +83,39 @@ def fix_sqlite(conn: sqlite3.Connection, now: _dt.datetime | None) -> None:
     """SQLite's date functions on `conn` read `now` for 'now' (and for no argument, as `datetime()` does)."""
     if now is None:
         return
-    helper = sqlite3.connect(":memory:", check_same_thread=False)  # the built-in functions, with 'now' replaced
     text = sql_now(now)
-    for name in SQL_DATE_FUNCTIONS:
-        try:
-            helper.execute(f"SELECT {name}('2000-01-01')" if name != "strftime" else "SELECT strftime('%s', 'now')")
-        except sqlite3.OperationalError:
-            continue  # not in this SQLite (unixepoch: 3.38, timediff: 3.43)
-        conn.create_function(name, -1, _fixed(helper, name, text), deterministic=True)
+    if text not in _CALLS:  # one helper connection per clock and process: the built-ins, with 'now' replaced
+        helper, lock = sqlite3.connect(":memory:", check_same_thread=False), threading.Lock()
+        _CALLS[text] = {name: _fixed(helper, lock, name, text) for name in _available(helper)}
+    for name, call in _CALLS[text].items():
+        conn.create_function(name, -1, call, deterministic=True)
 
 
-def _fixed(helper: sqlite3.Connection, name: str, text: str):
+_CALLS: dict[str, dict[str, Any]] = {}
+
+
+_AVAILABLE: list[str] = []
+
+
+def _available(helper: sqlite3.Connection) -> list[str]:
+    """The date functions this SQLite has (unixepoch: 3.38, timediff: 3.43), found once per process."""
+    if not _AVAILABLE:
+        for name in SQL_DATE_FUNCTIONS:
+            try:
+                helper.execute(f"SELECT {name}('2000-01-01')" if name != "strftime" else "SELECT strftime('%s', 'now')")
+                _AVAILABLE.append(name)
+            except sqlite3.OperationalError:
+                continue
+    return _AVAILABLE
+
+
+def _fixed(helper: sqlite3.Connection, lock: threading.Lock, name: str, text: str):
     def call(*args: Any) -> Any:
         values = [text if isinstance(a, str) and a.strip().lower() == "now" else a for a in args]
         if not values and name != "strftime":
             values = [text]
-        return helper.execute(f"SELECT {name}({', '.join('?' * len(values))})", values).fetchone()[0]
+        with lock:
+            return helper.execute(f"SELECT {name}({', '.join('?' * len(values))})", values).fetchone()[0]
     return call
 
 
