@@ -30,7 +30,13 @@ PROOFS_FILE = "agent_proofs.json"
 # A final answer that claims the task is done, or that nothing was left to do.
 CLAIMS_DONE = re.compile(r"\b(done|complete[ds]?|completed|success(fully)?|already|nothing (left )?to do|"
                          r"no (further )?(changes?|action) (is |was )?(needed|required))\b", re.I)
-LAST_CALLS = 3  # tool answers quoted as evidence
+# ... unless it says the opposite ("could not complete", "unable to", "failed").
+NEGATED = re.compile(r"(\b(not|no way|unable|cannot|impossible|failed|fails)\b|n't\b)", re.I)
+
+
+def claims_done(answer: str | None) -> bool:
+    """Whether a final answer says the task is done or was already done."""
+    return bool(answer and CLAIMS_DONE.search(answer) and not NEGATED.search(answer))
 
 
 @dataclass
@@ -162,7 +168,7 @@ def _judge(scenario: str, episode: Any, run: dict[str, Any], code: str, outcome:
                               f"the episode ended ({episode.termination}) after {len(errors)} server error(s); last: "
                               f"{last['tool']} -> HTTP {last['status']}: {last['answer'][:300]}",
                               **{**base, "calls": errors})
-    if completed and episode.final_answer and CLAIMS_DONE.search(episode.final_answer):
+    if completed and claims_done(episode.final_answer):
         feedback = solution_feedback(run, code, verdict, outcome.result)
         return EpisodeFinding(scenario, episode.task_idx, episode.policy, "review",
                               f"the agent says: {episode.final_answer[:600]!r}; the verifier says {verdict!r}. "

@@ -123,3 +123,14 @@ def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_addres
     assert out.startswith("1 episode(s): 1 proven") and "crowdfunding_platform_1 task 1" in out
     assert agent_store.read_json("crowdfunding_platform_1", PROOFS_FILE)["runs"][-1]["solutions_added"] == []
     assert quality_main(["--proofs-from", str(tmp_path / "nowhere")]) == 2
+
+
+def test_what_counts_as_an_answer_that_claims_the_task_done():
+    from awm_rl.quality.proofs import claims_done
+
+    assert claims_done("The anonymous donation was already done.")
+    assert claims_done("Done: the deposit account is open and 500 USDC moved.")
+    assert claims_done("No change is needed; the pass already exists.")
+    assert not claims_done("I could not complete the transfer: the account is frozen.")
+    assert not claims_done("Unable to finish: the tool failed.")
+    assert not claims_done("Here are the three lobbies.") and not claims_done(None)
