@@ -67,15 +67,22 @@ def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_addres
     # An agent that claims the task was already done and did nothing: crowdfunding task 1 asks for a donation.
     # It looks the campaign up (the loop wants one successful call before an answer), then claims it.
     lookup = [{"tool": "get_corporate_campaign_by_code", "arguments": {"campaign_code": "CORP-CAMP-2025-Q1"}}]
-    claims = {("crowdfunding_platform_1", 1): solution_turns(lookup, "The anonymous donation was already done.")}
+    claims = {("crowdfunding_platform_1", 1): solution_turns(lookup, "The anonymous donation was already done."),
+              # An agent stopped by a tool that answers 500 on valid input (the gate finds it too: stored dates
+              # the server cannot parse), on crowdfunding task 0.
+              ("crowdfunding_platform_1", 0): solution_turns(
+                  [{"tool": "summarize_user_impact_metrics", "arguments": {}}], "I could not get the metrics.")}
     episodes = _episodes(agent_store, scripts, tmp_path / "snapshots")
-    [claim] = _episodes(agent_store, claims, tmp_path / "snapshots")
+    blocked, claim = _episodes(agent_store, claims, tmp_path / "snapshots")
     assert [e.termination for e in episodes] == ["final_answer"] * 3, [e.termination_detail for e in episodes]
     versions = {s: environment_digest(agent_store, s) for s in ("banking_fintech_2", "crowdfunding_platform_1")}
 
     # The function `awm eval` calls on its episodes; the claim is judged without keeping anything.
-    review = prove_episodes(agent_store, [claim], run="claim", keep=False)
-    [finding] = review["episodes"]
+    review = prove_episodes(agent_store, [claim, blocked], run="claim", keep=False)
+    finding, stopped = review["episodes"]
+    assert stopped["kind"] == "blocked_evidence" and stopped["calls"][-1]["status"] == 500, stopped
+    assert stopped["detail"].startswith("the episode ended (environment_error) after 1 server error(s); last: "
+                                        "summarize_user_impact_metrics -> HTTP 500")
     assert finding["kind"] == "review" and finding["verifier"]["verdict"] == "others"
     assert "already done" in finding["detail"] and "the verifier says 'others'" in finding["detail"]
     assert not agent_store.has("crowdfunding_platform_1", PROOFS_FILE)
