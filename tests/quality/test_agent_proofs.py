@@ -118,6 +118,12 @@ def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_addres
         log = agent_store.read_json(scenario, PROOFS_FILE)["runs"][-1]
         assert log["run"] == "real-model-agent" and log["solutions_added"] == tasks
 
+    # The quality gate now counts the task proven, by the agent's trajectory.
+    from awm_rl.quality.report import quality
+
+    gate = {t["task_idx"]: t for t in quality(agent_store, ["crowdfunding_platform_1"])["scenarios"][0]["tasks"]}
+    assert gate[1]["solvable"] == "yes", gate[1]
+
     # Deposit account 6 and 500 USDC: the replay on a fresh instance made the same calls as the agent.
     banking = next(f for f in report["episodes"] if (f["scenario"], f["task_idx"]) == ("banking_fintech_2", 0))
     assert all(c["status"] < 400 for c in banking["calls"]) and banking["verifier"]["verdict"] == "complete"
