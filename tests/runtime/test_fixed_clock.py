@@ -172,13 +172,24 @@ def test_current_timestamp_defaults_read_the_clock_in_the_build_and_in_every_ins
 
 DAY_SERVER = '''
 import os
-from datetime import date
+from datetime import date, datetime
 
 from fastapi import FastAPI
+from pydantic import BaseModel
 from sqlalchemy import create_engine
 
 engine = create_engine(os.getenv("DATABASE_PATH", "sqlite:///clock.db"))
 app = FastAPI()
+
+
+class Slot(BaseModel):  # date and datetime fields: the fixed classes must validate as the real ones
+    day: date
+    starts_at: datetime | None = None
+
+
+@app.post("/slots", operation_id="book_slot", summary="Book a slot", response_model=Slot)
+def book_slot(slot: Slot) -> Slot:
+    return Slot(day=slot.day, starts_at=datetime.now())
 
 
 @app.get("/agenda", operation_id="agenda_for_day", summary="The agenda of one day (today only)")
@@ -197,3 +208,4 @@ def test_the_tool_probe_dates_by_the_environments_clock(tmp_path):
     build_database(tmp_path / "initial.db", [table], [], now=dt.datetime(2024, 7, 1, 8, 0))  # no dates stored
     check = check_env_code(DAY_SERVER, tmp_path / "initial.db", timeout_s=60, probe=True)
     assert check.probe["agenda_for_day"]["status"] == "ok", check.probe["agenda_for_day"]
+    assert check.probe["book_slot"]["status"] == "ok", check.probe["book_slot"]
