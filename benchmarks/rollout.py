@@ -304,7 +304,7 @@ def projection(*, episodes: int, turns_per_episode: float, tokens_per_turn: floa
 def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutions: Path | None = DEFAULT_SOLUTIONS,
                   recordings: Path | None = None, num_hosts: int | None = None, call_timeout_s: float = 10.0,
                   gen_tokens_per_s: float = DEFAULT_GEN_TOKENS_PER_S, gen_rate_source: str = GEN_RATE_SOURCE,
-                  plot: Path | None = None) -> dict[str, Any]:
+                  plot: Path | None = None, max_open_instances: int | None = None) -> dict[str, Any]:
     """Run `episodes` concurrent episodes and judge them; returns the report (module docstring). Raises
     ValueError when nothing can be replayed (naming what was looked for)."""
     from awm_resources.store import ArtifactStore
@@ -346,7 +346,7 @@ def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutio
     load_start = os.getloadavg()[0]
     t_open = time.perf_counter()
     pool = EnvironmentPool(store.root, num_hosts=num_hosts, max_instances=max(episodes, 64), prefetch=0,
-                           call_timeout_s=call_timeout_s)
+                           call_timeout_s=call_timeout_s, max_open_instances=max_open_instances)
     try:
         open_s = time.perf_counter() - t_open
         for scenario in per_scenario:  # each scenario imported once before creation is timed (cold_start_ms)
@@ -484,6 +484,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--recordings", type=Path, default=None,
                         help="a model's recorded answers: <scenario>/rollout.t<task>.turn<k>.1.md")
     parser.add_argument("--hosts", type=int, default=None, help="host actors (default: CPU count, at most 4)")
+    parser.add_argument("--max-open", type=int, default=None,
+                        help="open instance databases per scenario and host before idle ones are parked (default: the pool's)")
     parser.add_argument("--gen-tokens-per-s", type=float, default=DEFAULT_GEN_TOKENS_PER_S,
                         help=f"a GPU policy's generation rate for the projection (default {DEFAULT_GEN_TOKENS_PER_S:g})")
     parser.add_argument("--gen-rate-source", default=GEN_RATE_SOURCE, help="where that rate comes from")
@@ -500,7 +502,7 @@ def main(argv: list[str]) -> int:
         report = run_benchmark(ArtifactStore(args.home).root, episodes=args.episodes,
                                solutions=None if args.no_solutions else args.solutions, recordings=args.recordings,
                                num_hosts=args.hosts, gen_tokens_per_s=args.gen_tokens_per_s,
-                               gen_rate_source=args.gen_rate_source, plot=plot)
+                               gen_rate_source=args.gen_rate_source, plot=plot, max_open_instances=args.max_open)
     except ValueError as exc:
         print(f"awm bench rollout: {exc}", file=sys.stderr)
         return 2
