@@ -12,7 +12,7 @@ export RAY_AUTH_MODE := disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 PORT ?= 3000
 
-.PHONY: install bfcl-venv tau2-bench openenv-venv mcp-universe-venv bwrap chromium mcp-inspector postgresql demo synth ui lint test clean
+.PHONY: install bfcl-venv tau2-bench openenv-venv verifiers-venv mcp-universe-venv bwrap chromium mcp-inspector postgresql demo synth ui lint test clean
 
 $(BIN)/awm: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ $(BIN)/awm: pyproject.toml
 	$(BIN)/pip install -q --no-deps 'bfcl-eval==2026.3.23'
 	touch $(BIN)/awm
 
-install: $(BIN)/awm bfcl-venv tau2-bench openenv-venv mcp-universe-venv bwrap chromium mcp-inspector postgresql
+install: $(BIN)/awm bfcl-venv tau2-bench openenv-venv verifiers-venv mcp-universe-venv bwrap chromium mcp-inspector postgresql
 
 # BFCL's single-turn checker and leaderboard aggregation import every provider SDK bfcl-eval declares (numpy 1.26.4,
 # networkx 3.3, ...), which clash with this stack: a second venv with bfcl-eval and exactly its own dependencies,
@@ -55,6 +55,17 @@ $(OPENENV_VENV)/.installed: | $(BIN)/awm
 	touch $@
 
 openenv-venv: $(OPENENV_VENV)/.installed
+
+# verifiers (`vf-eval awm-catalog`, integrations/verifiers_awm): verifiers 0.3.1 pins mcp 1.x, so it gets its own venv,
+# with the environment module installed editable; it reaches the pool only over `awm serve --openenv`'s HTTP.
+VERIFIERS_VENV := $(VENV)/verifiers
+$(VERIFIERS_VENV)/.installed: integrations/verifiers_awm/pyproject.toml | $(BIN)/awm
+	$(PYTHON) -m venv $(VERIFIERS_VENV)
+	$(VERIFIERS_VENV)/bin/pip install -q 'verifiers==0.3.1'
+	$(VERIFIERS_VENV)/bin/pip install -q --no-deps -e integrations/verifiers_awm
+	touch $@
+
+verifiers-venv: $(VERIFIERS_VENV)/.installed
 
 # MCP-Universe (`awm eval mcp-universe`): mcpuniverse pins mcp 1.13, pydantic 2.11 and a dozen SDKs, so it gets its
 # own venv, called over a JSON-lines subprocess boundary (awm_rl/mcp_universe/mcpu_worker.py).

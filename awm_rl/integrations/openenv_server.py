@@ -8,7 +8,8 @@ The wire protocol is OpenEnv's (the `openenv` package's `EnvClient` / `MCPToolCl
   {"observation", "reward", "done"}}`, `{"type": "state", ...}`, `{"type": "mcp", ...}` or
   `{"type": "error", "data": {"message", "code"}}`.
 - `POST /mcp` (JSON-RPC 2.0): `openenv/session/create`, `openenv/session/close`, `tools/list`, `tools/call`
-  (each with `session_id`); what OpenEnv's `MCPToolClient` uses for `list_tools()` / `call_tool()`.
+  (each with `session_id`); what OpenEnv's `MCPToolClient` uses for `list_tools()` / `call_tool()`. Also
+  `openenv/session/reset` (`session_id` and the reset parameters), so a client without a WebSocket runs whole episodes.
 - `GET /health`, `/metadata`, `/schema`, `/tasks` (the catalog's tasks). Stateless `POST /reset|/step` and
   `GET /state` answer 400: an episode lives in a session.
 
@@ -317,6 +318,8 @@ class OpenEnvServer:
                     return _rpc_error(rid, -32602, f"unknown session_id {target!r}")
                 return _rpc_ok(rid, {"session_id": target, "closed": True})
             session = bound or self.session(params.get("session_id"))
+            if method == "openenv/session/reset":  # an episode over HTTP alone (the verifiers environment's route)
+                return _rpc_ok(rid, await self.reset(session, {k: v for k, v in params.items() if k != "session_id"}))
             if method == "tools/list":
                 return _rpc_ok(rid, {"tools": [{"name": t["name"], "description": t["description"],
                                                 "inputSchema": t["input_schema"]} for t in self._tools(session)]})
