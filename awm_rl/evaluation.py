@@ -367,6 +367,8 @@ def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge
     jobs = [job for name, job in wanted.items() if name not in on_disk]
     config = LoopConfig(max_turns=max_turns, window=window, snapshot_dir=out_dir / "databases")
     bounded = RequestLimit(policy, max_requests) if max_requests else policy
+    if jobs and hasattr(pool, "start"):  # a pool started on demand (the command's): here, in the calling thread
+        pool.start()
     try:
         ran = run_pending(pool, bounded, judge, jobs, config, out_dir, concurrency=concurrency,
                           keep_databases=keep_databases, progress=progress)

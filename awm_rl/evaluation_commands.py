@@ -152,11 +152,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class LazyPool:
-    """The runtime pool (awm_rl.runtime.pool), started when the first episode asks for an instance: a resumed run
+    """The runtime pool (awm_rl.runtime.pool), started only when there are episodes to run (evaluate() calls
+    `start` then, in its own thread: Ray is initialised there, not in an episode's worker thread): a resumed run
     with nothing left to run reports without starting Ray."""
 
     def __init__(self, start: Callable[[], Any]) -> None:
         self._start, self._pool, self._lock = start, None, threading.Lock()
+
+    def start(self) -> None:
+        self._get()
 
     def _get(self) -> Any:
         with self._lock:

@@ -142,7 +142,7 @@ def test_a_run_stopped_by_a_configuration_error_resumes_without_redoing_episodes
     assert all(t.attempts == 2 for t in recorded.values()) and len(recorded) == 3  # no episode counted twice
 
 
-def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, capsys):
+def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, capsys, monkeypatch):
     from awm_rl.evaluation_commands import main
 
     out = tmp_path / "cmd"
@@ -159,6 +159,14 @@ def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, 
     assert main(["--resume", str(out), "--k", "3", "--store", str(demo_store.root)]) == 2
     assert "k 2 there, 3 now" in capsys.readouterr().err
     assert main(["--store", str(demo_store.root)]) == 2 and "--policy is required" in capsys.readouterr().err
+    # A chat model without a key: one clear error at once, exit 2, nothing half-done left behind.
+    for name in ("OPENAI_API_KEY", "AWM_POLICY_API_KEY", "AWM_POLICY_API_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["--policy", "chat:openai/gpt-5", "--tasks-per-env", "1", "--store", str(demo_store.root),
+                 "--out", str(tmp_path / "no-key")]) == 2
+    err = capsys.readouterr().err
+    assert "AWM_POLICY_API_KEY" in err and f"--resume {tmp_path / 'no-key'}" in err
+    assert not read_episodes(tmp_path / "no-key")
 
 
 
