@@ -99,6 +99,7 @@ UNIT_SECONDS = {
     "tests/integrations/test_trl_env.py": 40,
     "tests/quality/test_agent_proofs.py": 60, "tests/quality/test_repair_keeps_best.py": 50,
     "tests/integrations/test_openenv_server.py": 45, "tests/rl/test_eval_catalog.py": 45,
+    "tests/integrations/test_verifiers_env.py": 55,
 }
 
 
