@@ -16,6 +16,9 @@ GENERATED_DIR = CORPUS_DIR / "generated"
 AWM1K_DIR = CORPUS_DIR / "awm1k-sample"
 GENERATED_SCENARIOS = ["doordash_drive_delivery_tracking", "etsy_digital_downloads", "fortnite_item_shop",
                        "gofundme", "rover"]
+# A strong model's answers as the agent (recordings/) on two AgentWorldModel-1K environments (awm1k/).
+REAL_AGENT_DIR = (PROJECT_ROOT.parent / "shared" / "real-model-agent").resolve()
+REAL_AGENT_SCENARIOS = ["banking_fintech_2", "crowdfunding_platform_1"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -230,6 +233,30 @@ def demo_pristine(request, tmp_path_factory) -> Path:
             shutil.copytree(request.getfixturevalue("demo_synthesis")["pristine"], store)
             done.touch()
     return store
+
+
+@pytest.fixture(scope="session")
+def agent_awm1k(tmp_path_factory) -> Path:
+    """The two AgentWorldModel-1K environments of ../shared/real-model-agent imported once per worker, as `awm import`
+    does: read it, or take a private `agent_store_copy` before anything writes to it."""
+    from awm_resources.interop import import_awm_dir
+    from awm_resources.store import ArtifactStore
+
+    if not (REAL_AGENT_DIR / "recordings").is_dir():
+        pytest.fail(f"the real model's agent recordings are missing: expected {REAL_AGENT_DIR} (../shared beside the "
+                    "project)")
+    root = tmp_path_factory.mktemp("agent_awm1k")
+    report = import_awm_dir(REAL_AGENT_DIR / "awm1k", ArtifactStore(root))
+    assert sorted(report.scenarios) == REAL_AGENT_SCENARIOS, report
+    return root
+
+
+def agent_store_copy(agent_awm1k: Path, target: Path):
+    """A private ArtifactStore copy of the `agent_awm1k` import (evaluations, proofs and repairs write to a store)."""
+    from awm_resources.store import ArtifactStore
+
+    shutil.copytree(agent_awm1k, target, dirs_exist_ok=True)
+    return ArtifactStore(target)
 
 
 @pytest.fixture(scope="session")

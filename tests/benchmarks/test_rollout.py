@@ -14,23 +14,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks.rollout import main, recorded_scripts, run_benchmark
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import REAL_AGENT_DIR as REAL_AGENT
+from tests.conftest import agent_store_copy
 
-REAL_AGENT = PROJECT_ROOT.parent / "shared" / "real-model-agent"
 EPISODES = 24
 
 
 @pytest.fixture(scope="module")
-def agent_store(tmp_path_factory):
-    from awm_resources.interop import import_awm_dir
-    from awm_resources.store import ArtifactStore
-
-    if not (REAL_AGENT / "recordings").is_dir():
-        pytest.fail(f"the real-model agent recordings are missing: expected {REAL_AGENT} (../shared beside the project)")
-    store = ArtifactStore(tmp_path_factory.mktemp("agent_store"))
-    report = import_awm_dir(REAL_AGENT / "awm1k", store)
-    assert set(report.scenarios) == {"banking_fintech_2", "crowdfunding_platform_1"}
-    return store
+def agent_store(agent_awm1k, tmp_path_factory):
+    return agent_store_copy(agent_awm1k, tmp_path_factory.mktemp("rollout_bench_store"))
 
 
 def test_figures_agree_with_the_recordings(agent_store, ray_address, tmp_path):  # ray_address: the session Ray

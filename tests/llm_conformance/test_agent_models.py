@@ -12,26 +12,17 @@ import pytest
 
 from awm_rl.agent import EpisodeSpec, LoopConfig, make_policy, parse_response, run_episode
 from awm_rl.agent.policies import PolicyConfigError
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import REAL_AGENT_DIR, agent_store_copy
 from tests.llm_conformance.fake_servers import FakeLLMServer, Fault
 
-AGENT_DIR = PROJECT_ROOT.parent / "shared" / "real-model-agent"
-RECORDINGS = AGENT_DIR / "recordings"
+RECORDINGS = REAL_AGENT_DIR / "recordings"
 # The README's table: (scenario, task, turns), each completed under the code-mode verifier.
 EPISODES = [("banking_fintech_2", 0, 7), ("banking_fintech_2", 3, 5), ("crowdfunding_platform_1", 1, 4)]
 
 
 @pytest.fixture(scope="module")
-def agent_store(tmp_path_factory):
-    from awm_resources.interop import import_awm_dir
-    from awm_resources.store import ArtifactStore
-
-    if not RECORDINGS.is_dir():
-        pytest.fail(f"the real model's agent recordings are missing: expected {RECORDINGS} (../shared beside the project)")
-    store = ArtifactStore(tmp_path_factory.mktemp("real_model_agent_store"))
-    report = import_awm_dir(AGENT_DIR / "awm1k", store)
-    assert {"banking_fintech_2", "crowdfunding_platform_1"} <= set(report.scenarios)
-    return store
+def agent_store(agent_awm1k, tmp_path_factory):
+    return agent_store_copy(agent_awm1k, tmp_path_factory.mktemp("agent_models_store"))
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from awm_resources.interop import import_awm_dir
 from awm_resources.store import ArtifactStore
+from tests.conftest import REAL_AGENT_DIR as AGENT
+from tests.conftest import agent_store_copy
 
-AGENT = Path(__file__).resolve().parents[2].parent / "shared" / "real-model-agent"
 TURN = re.compile(r"rollout\.t(\d+)\.turn(\d+)\.1\.md$")
 POLICY = "recorded:openai/gpt-5"
 
@@ -34,13 +34,8 @@ def _scripts() -> dict[tuple[str, int], list[str]]:
 
 
 @pytest.fixture(scope="module")
-def agent_store(tmp_path_factory):
-    if not AGENT.is_dir():
-        pytest.fail(f"the recorded agent episodes are missing at {AGENT} (../shared/real-model-agent)")
-    store = ArtifactStore(tmp_path_factory.mktemp("agent_store"))
-    report = import_awm_dir(AGENT / "awm1k", store)
-    assert sorted(report.scenarios) == ["banking_fintech_2", "crowdfunding_platform_1"], report
-    return store
+def agent_store(agent_awm1k, tmp_path_factory):
+    return agent_store_copy(agent_awm1k, tmp_path_factory.mktemp("agent_proofs_store"))
 
 
 def _episodes(store: ArtifactStore, scripts: dict[tuple[str, int], list[str]], tmp: Path):

@@ -12,8 +12,6 @@ import pytest
 from awm_rl.quality.literals import RowIndex, entity_nouns, task_literals
 from awm_rl.quality.task_links import apply_links, link_tasks, tools_from_text
 
-REAL_AGENT_AWM1K = Path(__file__).resolve().parents[2].parent / "shared" / "real-model-agent" / "awm1k"
-
 
 def _tasks(store, scenario: str) -> list[tuple[int, str]]:
     from awm_rl.reward.tasks import load_tasks
@@ -22,16 +20,11 @@ def _tasks(store, scenario: str) -> list[tuple[int, str]]:
 
 
 @pytest.fixture(scope="module")
-def real_agent_store(tmp_path_factory):
-    """The two AWM-1K environments a strong model was run on as the agent, imported as `awm import` does."""
-    from awm_resources.interop import import_awm_dir
+def real_agent_store(agent_awm1k):
+    """The two AWM-1K environments a strong model was run on as the agent, imported as `awm import` does (read only)."""
     from awm_resources.store import ArtifactStore
 
-    if not REAL_AGENT_AWM1K.is_dir():
-        pytest.fail(f"the real-model-agent environments are missing: expected {REAL_AGENT_AWM1K}")
-    store = ArtifactStore(tmp_path_factory.mktemp("real_agent_store"))
-    assert import_awm_dir(REAL_AGENT_AWM1K, store).scenarios
-    return store
+    return ArtifactStore(agent_awm1k)
 
 
 def test_literal_roles_follow_the_words_around_them():

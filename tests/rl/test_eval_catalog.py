@@ -170,22 +170,19 @@ def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, 
 
 
 
-def test_a_real_models_recorded_answers_ranked_with_tokens_and_cost(tmp_path, ray_address, monkeypatch):
+def test_a_real_models_recorded_answers_ranked_with_tokens_and_cost(agent_awm1k, tmp_path, ray_address, monkeypatch):
     """A strong model's recorded answers on two AgentWorldModel-1K environments (../shared/real-model-agent),
     served over the OpenAI protocol on loopback, one request in flight at a time: the three recorded episodes
     complete in their recorded turns, and the report prices them (litellm's prices for the model)."""
-    from awm_resources.interop import import_awm_dir
-    from awm_resources.store import ArtifactStore
     from awm_rl.agent import make_policy
     from awm_rl.reward import load_tasks
     from awm_rl.runtime.pool import EnvironmentPool
-    from tests.conftest import PROJECT_ROOT
+    from tests.conftest import REAL_AGENT_DIR, agent_store_copy
     from tests.llm_conformance.fake_servers import FakeLLMServer
 
-    agent_dir = PROJECT_ROOT.parent / "shared" / "real-model-agent"
+    agent_dir = REAL_AGENT_DIR
     recorded = {("banking_fintech_2", 0): 7, ("banking_fintech_2", 3): 5, ("crowdfunding_platform_1", 1): 4}
-    store = ArtifactStore(tmp_path / "store")
-    import_awm_dir(agent_dir / "awm1k", store)
+    store = agent_store_copy(agent_awm1k, tmp_path / "store")
     scenarios = sorted({s for s, _ in recorded})
     others = {s: [r.task_idx for r in load_tasks(store, s) if (s, r.task_idx) not in recorded] for s in scenarios}
     for name in ("OPENAI_API_KEY", "AWM_POLICY_API_KEY", "AWM_POLICY_API_BASE"):

@@ -8,6 +8,7 @@ import time
 import dagster as dg
 from pydantic import Field
 
+from awm_assets.defs.shared.policy_config import ChatPolicyConfig
 from awm_assets.defs.shared.resources import LLMResource, StoreResource
 from awm_assets.defs.shared.ui_tables import asset_link, bucket_order, records_table
 from awm_resources.difficulty import BUCKETS
@@ -15,14 +16,11 @@ from awm_resources.difficulty import BUCKETS
 CATEGORY_FIELDS = ["tasks", "episodes", "pass_at_1", "pass_at_k", "mean_turns", "cost_usd"]
 
 
-class EvaluationConfig(dg.Config):
-    """The options of `awm eval catalog` (awm_rl.evaluation_commands), for the same function."""
+class EvaluationConfig(ChatPolicyConfig):
+    """The options of `awm eval catalog` (awm_rl.evaluation_commands), for the same function; a chat policy's key
+    comes from AWM_POLICY_API_KEY (or the provider's variable), never from run config, which the UI shows."""
 
     policy: str = Field(default="reference", description="reference | chat:<litellm model> | transformers:<path> | tiny | vllm:<model>")
-    policy_api_base: str | None = Field(default=None, description="API base of a chat policy (default $AWM_POLICY_API_BASE)")
-    policy_api_key: str | None = Field(default=None, description="API key of a chat policy (default $AWM_POLICY_API_KEY)")
-    reasoning: str | None = Field(default=None, description="required | optional: the <think> rule (default: the policy's)")
-    tool_calling: str = Field(default="text", description="text | native (chat policies: the provider's function calling)")
     judge_mode: str = Field(default="code", description="code (verifier only, offline) | llm | sql")
     tasks_per_env: int | None = Field(default=3, description="tasks evaluated per environment (null: every eligible task)")
     k: int = Field(default=1, description="attempts per task; pass@k is reported for this k")
@@ -51,21 +49,29 @@ class EvaluationConfig(dg.Config):
 def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, store: StoreResource,
                judge_llm: LLMResource) -> dg.MaterializeResult:
     from awm_rl.agent import make_policy
+    from awm_rl.agent.policies import PolicyError
     from awm_rl.evaluation import evaluate
     from awm_rl.reward import Judge
     from awm_rl.runtime.pool import EnvironmentPool
 
     st = store.get_store()
-    policy = make_policy(config.policy, api_base=config.policy_api_base, api_key=config.policy_api_key,
-                         reasoning=config.reasoning, tool_calling=config.tool_calling, temperature=config.temperature,
-                         top_p=config.top_p, top_k=config.top_k, max_new_tokens=config.max_new_tokens)
+    try:
+        policy = make_policy(config.policy, temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
+                             max_new_tokens=config.max_new_tokens, **config.chat_options())
+    except (ValueError, PolicyError) as exc:  # a wrong option or a policy that cannot be built: no retry helps
+        raise dg.Failure(description=f"evaluation: {exc}", allow_retries=False) from exc
     judge = Judge(config.judge_mode, llm=judge_llm.get_client() if config.judge_mode != "code" else None)  # type: ignore[arg-type]
     out_dir = st.root / "evaluations" / f"{time.strftime('%Y%m%d-%H%M%S')}-{context.run.run_id[:8]}"
     with EnvironmentPool(st.root) as pool:
         isolation = pool.isolation()
-        report = evaluate(st, pool, policy, judge, out_dir=out_dir, tasks_per_env=config.tasks_per_env, k=config.k,
-                          seed=config.seed, window=None if config.window < 0 else config.window,
-                          max_turns=config.max_turns, concurrency=config.concurrency, max_requests=config.max_requests)
+        try:
+            report = evaluate(st, pool, policy, judge, out_dir=out_dir, tasks_per_env=config.tasks_per_env, k=config.k,
+                              seed=config.seed, window=None if config.window < 0 else config.window,
+                              max_turns=config.max_turns, concurrency=config.concurrency,
+                              max_requests=config.max_requests)
+        except PolicyError as exc:  # PolicyConfigError: no key, refused key, unknown model; finished episodes kept
+            raise dg.Failure(description=f"evaluation stopped: {exc} (finished episodes kept in {out_dir})",
+                             allow_retries=False) from exc
     context.log.info(f"{report.episodes} episodes, pass@1 {report.pass_at_1:.1%}, pass@{report.k} {report.pass_at_k}")
     env_rows = [f"| environment | category | episodes | pass@1 | pass@{report.k} | format errors | env errors | mean turns "
                 "| cost $ |", "|---|---|---|---|---|---|---|---|---|"]
