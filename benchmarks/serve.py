@@ -31,6 +31,11 @@ fastmcp's client and the plain `mcp` client, interleaved with the pool's own on 
 (p50/p99 each, and each client's p50 above the pool's); `verification`, code-mode verdicts on fresh episodes
 through the warm verifier sandboxes against a fresh sandbox per verdict.
 
+An OpenEnv-protocol server as a baseline (`--openenv-url URL`; OpenEnv's own Agent World Model server, which a
+user runs from their copy of OpenEnv, or `awm serve --openenv`): `openenv_baseline`, its reset and a read call
+interleaved with the pool's on the same scenario, N sessions opened at once against N pool instances, and with
+`--openenv-pid` its memory per extra session. `--openenv-only` runs just that comparison (and its pool side).
+
 Failures (environments written by others do fail): every call on both sides has a deadline
 (`--call-timeout`). A scenario whose code does not import or whose server does not start, that offers no
 callable read tool, whose server or worker dies or stops answering, or whose tool answers a 5xx or
@@ -1052,6 +1057,44 @@ def _outside(pool: Any, store: Any, scripts: dict[str, Any], scenarios: list[str
     return out
 
 
+def _openenv(pool: Any, scripts: dict[str, Any], scenarios: list[str], *, url: str, scenario: str | None,
+             task_idx: int | None, calls: int, sessions: int, pid: int | None) -> dict[str, Any]:
+    """The OpenEnv-protocol server at `url` against the pool on `scenario` (default: the first measured one), with
+    the workload's first read call; a failure says so under `error` (the pool's figures stand on their own)."""
+    from benchmarks import outside
+
+    scenario = scenario or scenarios[0]
+    try:
+        script = scripts.get(scenario) or discover_script(pool, scenario)
+        if not script["reads"]:
+            raise ValueError(f"no read tool of {scenario} answers from its initial state: {script['errors']}")
+        return outside.openenv_vs_pool(pool, url, scenario, script["reads"][0], task_idx=task_idx, calls=calls,
+                                       sessions=sessions, pid=pid)
+    except Exception as exc:  # noqa: BLE001 - reported in the JSON
+        return {"url": url, "scenario": scenario, "error": _short(exc, 500)}
+
+
+def run_openenv_only(store_root: Path, scenarios: list[str] | None, *, num_hosts: int | None, call_timeout_s: float,
+                     openenv: dict[str, Any]) -> dict[str, Any]:
+    """`--openenv-only`: the pool started for the OpenEnv comparison alone (no other measurement)."""
+    from awm_resources.store import ArtifactStore
+
+    store = ArtifactStore(store_root)
+    wanted = [openenv["scenario"]] if openenv.get("scenario") else scenarios
+    requested, _ = _pick_scenarios(store, wanted)
+    t0, load_before = time.time(), os.getloadavg()
+    pool, meta = open_pool(store.root, instances=openenv["sessions"] + 8, num_hosts=num_hosts,
+                           call_timeout_s=call_timeout_s)
+    try:
+        report = _openenv(pool, {}, requested, **openenv)
+    finally:
+        pool.close()
+    return {"openenv_baseline": report, "pool": meta,
+            "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                        "loadavg_1m_start": round(load_before[0], 2), "loadavg_1m_end": round(os.getloadavg()[0], 2)},
+            "elapsed_s": round(time.time() - t0, 1)}
+
+
 def _pick_scenarios(store: Any, scenarios: list[str] | None) -> tuple[list[str], list[str]]:
     """(the scenarios to run, the store's scenarios without environment code); unknown names are an error."""
     def runnable(s: str) -> bool:
@@ -1113,9 +1156,9 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
                   baseline_instances: int = 8, workload_instances: int = 1024, latency_calls: int = 600,
                   isolation_instances: int = 1024, num_hosts: int | None = None,
                   call_timeout_s: float = CALL_TIMEOUT_S, serve_calls: int = 200, verdict_count: int = 60,
-                  fresh_verdicts: int = 8) -> dict[str, Any]:
+                  fresh_verdicts: int = 8, openenv: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run both sides on the same scenarios; returns the report (see module docstring). Raises ValueError
-    when no scenario can be measured (each one's failure named)."""
+    when no scenario can be measured (each one's failure named). `openenv`: the options of `_openenv`."""
     from awm_resources.store import ArtifactStore
 
     store = ArtifactStore(store_root)
@@ -1135,6 +1178,8 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
                          latency_calls=max(50, latency_calls // 3)))
         outside = _outside(pool, store, started["scripts"], scenarios, serve_calls=serve_calls,
                            verdict_count=verdict_count, fresh_verdicts=fresh_verdicts, call_timeout_s=call_timeout_s)
+        if openenv is not None:
+            outside["openenv_baseline"] = _openenv(pool, started["scripts"], scenarios, **openenv)
     finally:
         pool.close()
     ours = {**meta, **ours, "skipped": started["skipped"]}
@@ -1162,6 +1207,7 @@ def run_benchmark(store_root: Path, scenarios: list[str] | None = None, *, insta
     return {"ours": ours, "baseline": baseline, "ratios": ratios, "targets": targets,
             "os_isolation": ours.get("os_isolation"), "seccomp": ours.get("seccomp"), "limits": ours.get("limits"),
             "awm_serve": outside["awm_serve"], "verification": outside["verification"],
+            **({"openenv_baseline": outside["openenv_baseline"]} if openenv is not None else {}),
             "all_targets_met": all(targets.values()), "scenarios": scenarios, "left_out": left_out,
             "skipped": started["skipped"], "without_env_code": without_code, "runs": runs,
             "call_timeout_s": call_timeout_s,
@@ -1201,6 +1247,7 @@ def _print_text(report: dict[str, Any]) -> None:
             print(f"  awm serve {served['scenario']} {side:8s} call p50 {served[side]['call_ms_p50']} ms "
                   f"(p99 {served[side]['call_ms_p99']}), reset p50 {served[side]['reset_ms_p50']} ms "
                   f"(p99 {served[side]['reset_ms_p99']})")
+    _print_openenv(report.get("openenv_baseline"))
     verdict = report.get("verification") or {}
     if "verify_ms_p50" in verdict:
         print(f"  verification ({verdict['scenario']}): p50 {verdict['verify_ms_p50']} ms, p99 "
@@ -1208,6 +1255,20 @@ def _print_text(report: dict[str, Any]) -> None:
     elif verdict:
         print(f"  verification: {verdict.get('error') or verdict.get('skipped')}")
     print("targets: " + ", ".join(f"{k}={'met' if v else 'MISSED'}" for k, v in report["targets"].items()))
+
+
+def _print_openenv(o: dict[str, Any] | None) -> None:
+    if not o:
+        return
+    if "error" in o:
+        print(f"  OpenEnv server {o['url']}: {o['error']}")
+        return
+    for side in ("pool", "openenv"):
+        print(f"  {side} ({o['scenario']}) reset p50 {o[side]['reset_ms_p50']} ms (p99 {o[side]['reset_ms_p99']}), "
+              f"call {o['tool']} p50 {o[side]['call_ms_p50']} ms (p99 {o[side]['call_ms_p99']})")
+    print(f"  {o['sessions']} at once: OpenEnv server {o['open_sessions_wall_s']} s ({o['sessions_opened']} opened), "
+          f"pool {o['pool_open_instances_wall_s']} s; per extra session {o.get('mb_per_extra_session')} MB "
+          f"(server at {o['url']})")
 
 
 def main(argv: list[str]) -> int:
@@ -1230,9 +1291,35 @@ def main(argv: list[str]) -> int:
                         help="verdicts on fresh episodes through the warm sandboxes (default 60; 8 more in a fresh "
                              "sandbox each)")
     parser.add_argument("--quick", action="store_true", help="a small, fast run (for tests): 64 instances")
+    oe = parser.add_argument_group("an OpenEnv-protocol server as a baseline (OpenEnv's AWM server, or awm serve --openenv)")
+    oe.add_argument("--openenv-url", default=None, help="its address (http://HOST:PORT; the bench drives its /ws)")
+    oe.add_argument("--openenv-scenario", default=None, help="the scenario reset on both sides (default: the first measured)")
+    oe.add_argument("--openenv-task", type=int, default=None, help="the task index its reset asks for (default: the server's pick)")
+    oe.add_argument("--openenv-pid", type=int, default=None,
+                    help="its process on this machine: memory per extra session (RSS of its process tree)")
+    oe.add_argument("--openenv-sessions", type=int, default=64, help="sessions opened at once (default 64)")
+    oe.add_argument("--openenv-calls", type=int, default=100, help="timed rounds of a reset and a read call (default 100)")
+    oe.add_argument("--openenv-only", action="store_true", help="measure only the OpenEnv server against the pool")
     args = parser.parse_args(argv)
     if args.call_timeout <= 0:
         parser.error(f"--call-timeout must be positive, got {args.call_timeout:g}")
+    openenv = None
+    if args.openenv_url:
+        from benchmarks import outside
+
+        if args.openenv_sessions < 1 or args.openenv_calls < 1:
+            parser.error("--openenv-sessions and --openenv-calls must be at least 1")
+        try:  # a server that is not there is one clear error before anything is started
+            outside.openenv_health(args.openenv_url)
+            if args.openenv_pid:
+                outside.rss_tree_mb(args.openenv_pid)
+        except ValueError as exc:
+            print(f"awm bench serve: {exc}", file=sys.stderr)
+            return 2
+        openenv = dict(url=args.openenv_url, scenario=args.openenv_scenario, task_idx=args.openenv_task,
+                       calls=args.openenv_calls, sessions=args.openenv_sessions, pid=args.openenv_pid)
+    elif args.openenv_only or args.openenv_pid or args.openenv_scenario or args.openenv_task is not None:
+        parser.error("the --openenv-* options need --openenv-url")
     from awm_resources.store import ArtifactStore
 
     kw: dict[str, Any] = dict(instances=args.instances, baseline_instances=args.baseline_instances,
@@ -1246,7 +1333,11 @@ def main(argv: list[str]) -> int:
                   workload_instances=min(args.workload_instances, 32), latency_calls=60, isolation_instances=32,
                   serve_calls=min(args.serve_calls, 30), verdict_count=min(args.verdicts, 12), fresh_verdicts=3)
     try:
-        report = run_benchmark(ArtifactStore(args.home).root, args.scenarios, **kw)
+        if openenv is not None and args.openenv_only:
+            report = run_openenv_only(ArtifactStore(args.home).root, args.scenarios, num_hosts=args.hosts,
+                                      call_timeout_s=args.call_timeout, openenv=openenv)
+        else:
+            report = run_benchmark(ArtifactStore(args.home).root, args.scenarios, openenv=openenv, **kw)
     except ValueError as exc:
         print(f"awm bench serve: {exc}", file=sys.stderr)
         return 2
@@ -1255,9 +1346,11 @@ def main(argv: list[str]) -> int:
         args.out.write_text(text + "\n", encoding="utf-8")
     if args.json:
         print(text)
-    else:
+    elif "ours" in report:
         _print_text(report)
-    return 0
+    else:
+        _print_openenv(report["openenv_baseline"])
+    return 1 if "error" in (report.get("openenv_baseline") or {}) and args.openenv_only else 0
 
 
 if __name__ == "__main__":
