@@ -10,11 +10,14 @@ policy, run, environment version) or not. Episodes that are no proof are sorted 
 - `review`: its final answer says the task is done (or already done) while the verifier disagrees: both
   sides' evidence (the answer and the last calls; the verifier's dict and the rows it reads that changed).
 
-Every run's findings are appended to `agent_proofs.json` in the scenario folder.
+Every run's findings are appended to `agent_proofs.json` in the scenario folder, with the digest of the server
+code and initial database they were found on (`code_digest`): the quality gate takes the agents' evidence for
+`blocked` and for review from there while that code and database are what it checks (`agent_evidence`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tempfile
 import time
@@ -197,9 +200,38 @@ def _keep(store: ArtifactStore, scenario: str, findings: list[EpisodeFinding], r
     if added:
         store.write_json(scenario, SOLUTIONS_FILE, {"tasks": [by_idx[i] for i in sorted(by_idx)]})
     log = store.read_json(scenario, PROOFS_FILE) if store.has(scenario, PROOFS_FILE) else {"runs": []}
-    log["runs"].append({"run": run, "environment_version": version, "solutions_added": added,
-                        "episodes": [f.to_dict() for f in findings]})
+    log["runs"].append({"run": run, "environment_version": version, "code_digest": code_digest(store, scenario),
+                        "solutions_added": added, "episodes": [f.to_dict() for f in findings]})
     store.write_json(scenario, PROOFS_FILE, log)
+
+
+def code_digest(store: ArtifactStore, scenario: str) -> str:
+    """The server code and initial database an episode ran on (not the tasks, verifiers or solutions, which a
+    proof itself changes): agents' evidence about the tools holds while these are the same."""
+    digest = hashlib.sha256()
+    for name in ("server.py", "initial.db"):
+        digest.update(store.path(scenario, name).read_bytes() if store.has(scenario, name) else b"-")
+    return digest.hexdigest()[:16]
+
+
+def agent_evidence(store: ArtifactStore, scenario: str) -> dict[int, dict[str, list[dict[str, Any]]]]:
+    """task_idx -> {"blocked": [...], "review": [...]}: the agent episodes logged in `agent_proofs.json` on the
+    environment's current code and initial database that ended on server errors, or that claimed the task done
+    while its verifier disagreed (each with policy, run and the finding's detail)."""
+    if not store.has(scenario, PROOFS_FILE):
+        return {}
+    current = code_digest(store, scenario)
+    out: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    for run in store.read_json(scenario, PROOFS_FILE).get("runs", []):
+        if run.get("code_digest") != current:
+            continue
+        for finding in run.get("episodes", []):
+            kind = {"blocked_evidence": "blocked", "review": "review"}.get(finding.get("kind"))
+            if kind is not None:
+                out.setdefault(int(finding["task_idx"]), {"blocked": [], "review": []})[kind].append(
+                    {"policy": finding.get("policy"), "run": run.get("run"), "detail": finding.get("detail"),
+                     "calls": finding.get("calls", [])[-3:]})
+    return out
 
 
 def load_episodes(folder: Path) -> list[Any]:

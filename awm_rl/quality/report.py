@@ -24,6 +24,7 @@ from awm_rl.quality.check_results import CheckResults
 from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, static_writable_tables
 from awm_rl.quality.dbfacts import read_facts
 from awm_rl.quality.probe import BUG_STATUSES
+from awm_rl.quality.proofs import PROOFS_FILE, agent_evidence
 
 # Stored results (results.py); names other modules import from here too.
 from awm_rl.quality.results import (  # noqa: F401 - re-exported for the gate's callers
@@ -39,7 +40,7 @@ from awm_rl.quality.results import (  # noqa: F401 - re-exported for the gate's 
     task_truth_counts,
 )
 from awm_rl.quality.solutions import broken_call, load_solutions, solution_feedback
-from awm_rl.quality.task_links import apply_links, link_tasks
+from awm_rl.quality.task_links import apply_agent_evidence, apply_links, link_tasks
 from awm_rl.reward.audit import audit_verifiers, write_audit
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
 from awm_rl.verification import VerifierJob, run_verifiers
@@ -104,6 +105,14 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
         if judge is not None:
             _judge_solutions(scenario, out["tasks"], records, runs, judge)
     kept.clear()
+    return _with_agent_evidence(store, scenario, out)
+
+
+def _with_agent_evidence(store: ArtifactStore, scenario: str, out: dict[str, Any]) -> dict[str, Any]:
+    """The agents' evidence (`agent_proofs.json` on this code and database) applied to a result, its counts made
+    and the result stored; a stored result takes evidence logged after it was checked without running anything."""
+    apply_agent_evidence(out["tasks"], agent_evidence(store, scenario))
+    out["agent_proofs_stat"] = _proofs_stat(store, scenario)
     for kind in INELIGIBLE:
         out[kind] = sum(1 for t in out["tasks"] if t["verdict"] == kind)
     out["verifier_crash"] = out["crash"]
@@ -112,6 +121,11 @@ def scenario_quality(store: ArtifactStore, scenario: str, *, timeout_s: float = 
     atomic_write_json(store.path(scenario, QUALITY_FILE), out)
     atomic_write_json(_by_digest(store, out["digest"], out.get("judge")), out)
     return out
+
+
+def _proofs_stat(store: ArtifactStore, scenario: str) -> list[int] | None:
+    path = store.path(scenario, PROOFS_FILE)
+    return [path.stat().st_size, path.stat().st_mtime_ns] if path.is_file() else None
 
 
 def _env_runs(kept: CheckResults, code: str, initial: Path, solutions: dict[int, dict], timeout_s: float,
@@ -236,6 +250,8 @@ def quality(store: ArtifactStore, scenarios: list[str] | None = None, *, reuse: 
     results = []
     for name in names:
         cached = stored_quality(store, name, judge) if reuse else None
+        if cached is not None and cached.get("tasks") and cached.get("agent_proofs_stat") != _proofs_stat(store, name):
+            cached = _with_agent_evidence(store, name, cached)  # agent episodes logged since it was checked
         results.append(cached or scenario_quality(store, name, timeout_s=timeout_s, judge=judge))
     return {"scenarios": results, "totals": summarize_batch(results)}
 

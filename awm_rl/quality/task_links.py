@@ -364,6 +364,23 @@ def link_tasks(tasks: list[tuple[int, str]], probe: dict[str, dict[str, Any]], s
     return out
 
 
+def apply_agent_evidence(tasks: list[dict[str, Any]], evidence: dict[int, dict[str, list[dict[str, Any]]]]) -> None:
+    """Agent episodes as evidence (awm_rl.quality.proofs.agent_evidence): an eligible task that no proof backs, whose
+    agent episode ended on server errors, is `blocked` by that tool, naming the episode; episodes that said the
+    task was done while the verifier disagreed are listed on the task (`agent_review`) for a person to read."""
+    for task in tasks:
+        found = evidence.get(task["task_idx"])
+        if not found:
+            continue
+        if found["review"]:
+            task["agent_review"] = found["review"]
+        if found["blocked"] and task["verdict"] == "ok" and task.get("solvable") != "yes":
+            first = found["blocked"][0]
+            task.update(verdict="blocked", blocked_by="tool", eligible=False, agent_blocked=found["blocked"],
+                        reason=f"an agent's episode ({first['policy']}, run {first['run']}) ended on server "
+                               f"errors: {first['detail']}")
+
+
 def _rows_text(rows: list[dict[str, Any]]) -> str:
     return "; ".join(f"{r['table']} row {r.get('rowid', '?')} ("
                      + ", ".join(f"{c}={str(v)[:60]!r}" for c, v in list(r["matches"].items())[:4]) + ")"

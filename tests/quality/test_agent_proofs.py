@@ -54,7 +54,7 @@ def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_addres
     from awm_resources.provenance import environment_digest
     from awm_rl.agent.policies import solution_turns
     from awm_rl.quality.commands import quality_main
-    from awm_rl.quality.proofs import PROOFS_FILE, load_episodes, prove_episodes
+    from awm_rl.quality.proofs import PROOFS_FILE, code_digest, load_episodes, prove_episodes
     from awm_rl.quality.solutions import load_solutions
 
     scripts = _scripts()
@@ -119,6 +119,17 @@ def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_addres
     gate = {t["task_idx"]: t for t in quality(agent_store, ["crowdfunding_platform_1"])["scenarios"][0]["tasks"]}
     assert gate[1]["solvable"] == "yes", gate[1]
 
+    # The agents' evidence reaches the stored gate result without running anything again: the claim is listed on
+    # task 1 for review (its proof keeps it eligible); task 0's episode that ended on the tool's 500 stays with it.
+    prove_episodes(agent_store, [claim, blocked], run="evidence")
+    log = agent_store.read_json("crowdfunding_platform_1", PROOFS_FILE)["runs"][-1]
+    assert log["code_digest"] == code_digest(agent_store, "crowdfunding_platform_1")
+    gate = {t["task_idx"]: t for t in quality(agent_store, ["crowdfunding_platform_1"])["scenarios"][0]["tasks"]}
+    assert gate[1]["eligible"] and gate[1]["agent_review"][0]["run"] == "evidence", gate[1]
+    assert "already done" in gate[1]["agent_review"][0]["detail"]
+    assert (gate[0]["verdict"], gate[0]["blocked_by"]) == ("blocked", "tool") and not gate[0]["eligible"]
+    assert "summarize_user_impact_metrics" in gate[0]["reason"], gate[0]["reason"]
+
     # Deposit account 6 and 500 USDC: the replay on a fresh instance made the same calls as the agent.
     banking = next(f for f in report["episodes"] if (f["scenario"], f["task_idx"]) == ("banking_fintech_2", 0))
     assert all(c["status"] < 400 for c in banking["calls"]) and banking["verifier"]["verdict"] == "complete"
@@ -131,6 +142,22 @@ def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_addres
     assert out.startswith("1 episode(s): 1 proven") and "crowdfunding_platform_1 task 1" in out
     assert agent_store.read_json("crowdfunding_platform_1", PROOFS_FILE)["runs"][-1]["solutions_added"] == []
     assert quality_main(["--proofs-from", str(tmp_path / "nowhere")]) == 2
+
+
+def test_agent_evidence_blocks_only_unproven_eligible_tasks():
+    """An eligible task no proof backs is blocked by an agent episode that ended on server errors, naming it; a
+    proven task stays eligible (a proof outweighs an episode's failure); other verdicts stay as the gate found them."""
+    from awm_rl.quality.task_links import apply_agent_evidence
+
+    stopped = {"policy": "chat:m", "run": "r1", "detail": "the episode ended (environment_error) after 1 server "
+               "error(s); last: create_dispatch_batch -> HTTP 500: Internal Server Error", "calls": []}
+    tasks = [{"task_idx": 0, "verdict": "ok", "eligible": True},
+             {"task_idx": 1, "verdict": "ok", "eligible": True, "solvable": "yes"},
+             {"task_idx": 2, "verdict": "vacuous", "eligible": False}]
+    apply_agent_evidence(tasks, {i: {"blocked": [stopped], "review": []} for i in range(3)})
+    assert (tasks[0]["verdict"], tasks[0]["blocked_by"], tasks[0]["eligible"]) == ("blocked", "tool", False)
+    assert "chat:m, run r1" in tasks[0]["reason"] and "create_dispatch_batch -> HTTP 500" in tasks[0]["reason"]
+    assert (tasks[1]["verdict"], tasks[1]["eligible"], tasks[2]["verdict"]) == ("ok", True, "vacuous")
 
 
 def test_what_counts_as_an_answer_that_claims_the_task_done():
