@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None,
                    help="run folder (default $AWM_HOME/evaluations/catalog-<policy>-<time>); an existing one is resumed")
     p.add_argument("--resume", type=Path, default=None, help="resume this run folder with its own plan")
+    p.add_argument("--prove", action="store_true",
+                   help="then replay the run's episodes as proofs and evidence for the quality gate (as `awm quality "
+                        "--proofs-from` does): completed ones become their tasks' reference solutions")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
 
@@ -144,6 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     except PoolError as exc:
         return _fail(f"the environment runtime failed: {exc}", 1)
     summary = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    if args.prove:
+        from awm_rl.quality.proofs import load_episodes
+        from awm_rl.quality.report import prove_and_recheck
+
+        proofs = prove_and_recheck(store, load_episodes(out), run=out.name)
+        summary["proofs"] = {k: proofs[k] for k in ("counts", "proven", "gate")}
+        print(f"proofs: {proofs['counts']}", file=sys.stderr)
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
         return 0

@@ -85,8 +85,8 @@ def quality_main(argv: list[str]) -> int:
 def _proofs_main(args: argparse.Namespace) -> int:
     """`awm quality --proofs-from DIR`: agent episodes as proofs (awm_rl/quality/proofs.py)."""
     from awm_resources.store import ArtifactStore
-    from awm_rl.quality.proofs import load_episodes, prove_episodes
-    from awm_rl.quality.report import quality
+    from awm_rl.quality.proofs import load_episodes
+    from awm_rl.quality.report import prove_and_recheck
 
     try:
         episodes = load_episodes(args.proofs_from)
@@ -98,12 +98,7 @@ def _proofs_main(args: argparse.Namespace) -> int:
         return 2
     store = ArtifactStore(None)
     episodes = [e for e in episodes if not args.scenarios or e.scenario in args.scenarios]
-    report = prove_episodes(store, episodes, run=args.run or args.proofs_from.name, timeout_s=args.timeout)
-    # The gate again on what the episodes touched: new proofs, and their evidence for blocked tasks and review.
-    gate = quality(store, sorted(report["environment_versions"]), timeout_s=args.timeout)
-    report["gate"] = {s["scenario"]: {k: s.get(k) for k in ("eligible_tasks", "blocked", "goal_met", "blocked_by_tool",
-                                                              "blocked_by_data", "share_blocked")}
-                      for s in gate["scenarios"]}
+    report = prove_and_recheck(store, episodes, run=args.run or args.proofs_from.name, timeout_s=args.timeout)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
         return 0

@@ -24,7 +24,7 @@ from awm_rl.quality.check_results import CheckResults
 from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, static_writable_tables
 from awm_rl.quality.dbfacts import read_facts
 from awm_rl.quality.probe import BUG_STATUSES
-from awm_rl.quality.proofs import PROOFS_FILE, agent_evidence
+from awm_rl.quality.proofs import PROOFS_FILE, agent_evidence, prove_episodes
 
 # Stored results (results.py); names other modules import from here too.
 from awm_rl.quality.results import (  # noqa: F401 - re-exported for the gate's callers
@@ -254,6 +254,17 @@ def quality(store: ArtifactStore, scenarios: list[str] | None = None, *, reuse: 
             cached = _with_agent_evidence(store, name, cached)  # agent episodes logged since it was checked
         results.append(cached or scenario_quality(store, name, timeout_s=timeout_s, judge=judge))
     return {"scenarios": results, "totals": summarize_batch(results)}
+
+
+def prove_and_recheck(store: ArtifactStore, episodes: list[Any], *, run: str, timeout_s: float = 60.0) -> dict[str, Any]:
+    """Agent episodes as proofs and evidence (`prove_episodes`), then the gate on the environments they touched,
+    so its verdicts count the new proofs, blocked tasks and review items (`gate`: per environment, its counts)."""
+    report = prove_episodes(store, episodes, run=run, timeout_s=timeout_s)
+    gate = quality(store, sorted(report["environment_versions"]), timeout_s=timeout_s)
+    report["gate"] = {s["scenario"]: {k: s.get(k) for k in ("eligible_tasks", "blocked", "goal_met", "blocked_by_tool",
+                                                              "blocked_by_data", "share_blocked")}
+                      for s in gate["scenarios"]}
+    return report
 
 
 def ineligible_tasks(store: ArtifactStore, scenarios: list[str]) -> dict[str, list[int]]:

@@ -152,10 +152,13 @@ def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, 
     doc = json.loads(capsys.readouterr().out)
     assert doc["episodes"] == 6 and doc["pass_at_1"] == 1.0 and doc["pass_at_k"] == 1.0 and doc["seed"] == 3
     assert doc["max_requests"] == 2 and len(doc["per_environment"]) == 3
-    # Resumed: nothing left to run (no runtime started), the same report.
-    assert main(["--resume", str(out), "--store", str(demo_store.root), "--json"]) == 0
+    # Resumed: nothing left to run (no runtime started), the same report; --prove replays the run's episodes as
+    # proofs (the demo's tasks are proven already: nothing is added) and the gate still counts every task eligible.
+    assert main(["--resume", str(out), "--store", str(demo_store.root), "--prove", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["episodes_run"] == 0 and again["episodes_resumed"] == 6 and again["pass_at_1"] == 1.0
+    assert again["proofs"]["counts"]["proven"] == 6 and len(again["proofs"]["proven"]) == 3
+    assert {g["eligible_tasks"] for g in again["proofs"]["gate"].values()} == {10}
     assert main(["--resume", str(out), "--k", "3", "--store", str(demo_store.root)]) == 2
     assert "k 2 there, 3 now" in capsys.readouterr().err
     assert main(["--store", str(demo_store.root)]) == 2 and "--policy is required" in capsys.readouterr().err
