@@ -58,6 +58,9 @@ def load_solutions(scenario_dir: Path, verifier_entries: list[dict[str, Any]]) -
     return found
 
 
+TOOL_ANSWER_CHARS = 3000  # of each tool answer kept from a solution run and shown to a repair
+
+
 def run_solutions(host: Any, solutions: dict[str, Any], out_dir: Path) -> dict[str, dict[str, Any]]:
     """Run each solution on a fresh instance of `host`; return per task its calls and database files."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -70,7 +73,8 @@ def run_solutions(host: Any, solutions: dict[str, Any], out_dir: Path) -> dict[s
             for call in sol.calls:
                 res = host.call_tool(iid, call.tool, call.arguments)
                 calls.append({"tool": call.tool, "arguments": call.arguments, "status": res.status,
-                              "error": None if res.ok else (res.detail or res.text[:300]), "text": res.text[:1500]})
+                              "error": None if res.ok else (res.detail or res.text[:300]),
+                              "text": res.text[:TOOL_ANSWER_CHARS], "text_chars": len(res.text)})
             initial, final = host.snapshot(iid, out_dir)
             results[str(idx)] = {"calls": calls, "initial_db": str(initial), "final_db": str(final),
                                  "final_answer": sol.final_answer}
@@ -141,6 +145,17 @@ def changed_rows(initial: Path, final: Path, tables: list[str], *, per_table: in
     return out
 
 
+def _answer(call: dict[str, Any]) -> str:
+    """A tool answer as the repair prompt shows it: whole up to TOOL_ANSWER_CHARS, else cut saying how much is
+    left and how to read it (ids and totals guessed from a cut answer were the repairs' mistakes)."""
+    text = call.get("text") or call.get("error") or ""
+    total = max(int(call.get("text_chars") or 0), len(text))
+    if total <= len(text):
+        return text
+    return (f"{text} ...(cut: {total - len(text)} of {total} characters not shown; to read them, call the tool "
+            f"again with narrower arguments, e.g. a filter or a smaller page)")
+
+
 def _cut(value: Any, limit: int) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[:limit] + " ...(cut)"
@@ -157,7 +172,7 @@ def solution_feedback(run: dict[str, Any], verifier_code: str, verdict: Any, res
     """Why a reference solution did not pass, for the next attempt's prompt: every call with its status and
     (cut) answer, the verifier's whole returned dict, and the changed rows of the tables the verifier reads."""
     calls = "\n".join(f"  {i + 1}. {c['tool']}({_cut(c.get('arguments', {}), 300)}) -> HTTP {c['status']}: "
-                      f"{_cut(c.get('text') or c.get('error') or '', 400)}" for i, c in enumerate(run["calls"]))
+                      f"{_answer(c)}" for i, c in enumerate(run["calls"]))
     initial, final = Path(run["initial_db"]), Path(run["final_db"])
     read = tables_read(verifier_code, final)
     changes = changed_rows(initial, final, read)

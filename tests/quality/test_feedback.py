@@ -37,11 +37,14 @@ def test_feedback_shows_calls_the_verifier_dict_and_changed_rows(tmp_path):
     assert changes["orders"]["changed"] == [{"before": (1, "open"), "after": (1, "shipped")}]
     assert changes["orders"]["removed"] == [(2, "open")] and changes["order_items"]["added"] == [(2, 1, 5)]
     run = {"calls": [{"tool": "ship_order", "arguments": {"order_id": 1}, "status": 200, "text": '{"id": 1}'},
-                     {"tool": "add_item", "arguments": {"order_id": 1, "qty": 5}, "status": 200, "text": "x" * 900}],
+                     {"tool": "add_item", "arguments": {"order_id": 1, "qty": 5}, "status": 200, "text": "x" * 900},
+                     {"tool": "list_items", "arguments": {}, "status": 200, "text": "y" * 3000, "text_chars": 7000}],
            "initial_db": str(initial), "final_db": str(final), "final_answer": "Done"}
     text = solution_feedback(run, VERIFIER, "others", {"result": "others", "reason": "total mismatch",
                                                         "total_seen": 3})
     assert 'ship_order({"order_id": 1}) -> HTTP 200: {"id": 1}' in text and "(all answered 2xx)" in text
-    assert "...(cut)" in text  # a long answer is cut
+    assert "x" * 900 in text  # an answer up to 3,000 characters is shown whole (ids and totals are not guessed)
+    # a longer one is cut saying how much is left and how to read it
+    assert "y" * 3000 + " ...(cut: 4000 of 7000 characters not shown; to read them, call the tool again" in text
     assert '"total_seen": 3' in text and '"shipped"' in text
     assert "audit_log" not in text  # a table the verifier does not read
