@@ -1,8 +1,10 @@
-"""A data change for a task whose target the seed data already holds (`awm repair`, solutions phase).
+"""A data change for a task whose target the seed data already holds, or whose presupposed rows it lacks
+(`awm repair`, solutions phase).
 
 In AWM-1K a verifier often passes, or can never pass, because the initial database already holds what
-the task asks for. The solution writer may then propose UPDATE/DELETE statements that remove or alter
-those rows. A proposal is kept only if, on a copy of the database with it applied (on top of the
+the task asks for; other tasks name rows (a pet, a booking) no table holds. The solution writer may then
+propose UPDATE/DELETE statements that remove or alter the rows that hold the target, or INSERT statements
+that add the rows a task presupposes. A proposal is kept only if, on a copy of the database with it applied (on top of the
 proposals already kept in the same attempt): every statement runs (foreign keys on), no verifier that
 passed the do-nothing check before fails it now, the task's own solution is proven, and every other
 task proven before stays proven. Kept changes are applied to `initial.db` at commit (the original kept
@@ -22,16 +24,16 @@ from awm_resources.clock import file_clock, fix_sqlite, fixed_clock_sql
 from awm_resources.sqlite_build import SampleTable, sample_sql
 from awm_resources.store import atomic_path
 
-WRITE = re.compile(r"^\s*(UPDATE|DELETE)\b", re.I)
-TARGET = re.compile(r"^\s*(?:UPDATE|DELETE\s+FROM)\s+[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)", re.I)
+WRITE = re.compile(r"^\s*(UPDATE|DELETE|INSERT)\b", re.I)
+TARGET = re.compile(r"^\s*(?:UPDATE|DELETE\s+FROM|INSERT\s+INTO)\s+[\"`\[]?([A-Za-z_][A-Za-z0-9_]*)", re.I)
 CHANGES_FILE = "data_changes.json"
 ORIGINAL_DB = "initial.original.db"
 
 
 def apply_statements(db: Path, statements: list[str]) -> list[str]:
-    """Run UPDATE/DELETE statements on `db` in one transaction, foreign keys on; the errors (nothing is
+    """Run UPDATE/DELETE/INSERT statements on `db` in one transaction, foreign keys on; the errors (nothing is
     written when there is one)."""
-    bad = [f"statement {i + 1} is not an UPDATE or DELETE: {s[:200]!r}" for i, s in enumerate(statements)
+    bad = [f"statement {i + 1} is not an UPDATE, DELETE or INSERT: {s[:200]!r}" for i, s in enumerate(statements)
            if not WRITE.match(s)]
     if bad or not statements:
         return bad or ["no statements"]

@@ -390,10 +390,12 @@ previous attempts below, with the verifier's returned dict and the rows that cha
 fault and say why in `diagnosis`: "solution" (the calls or the answer were wrong: fix them), "verifier"
 (the calls did the task and the verifier misjudges it, e.g. it reads the wrong database or miscounts: we then
 rewrite the verifier with your diagnosis and run your calls again), or "data" (the initial database already
-holds what the task asks for, so no change can count). Otherwise `at_fault` is null. With "data", you may
-propose `data_change`: UPDATE or DELETE statements on the initial database that take the task's target out
-of it (alter or remove the rows that already hold it), and give the `calls` that complete the task after
-that change. We keep the change only if every statement runs (foreign keys on), no verifier then passes
+holds what the task asks for, so no change can count; or it lacks a row the task presupposes, such as a
+named pet or booking of the current user). Otherwise `at_fault` is null. With "data", you may propose
+`data_change`: UPDATE or DELETE statements on the initial database that take the task's target out of it
+(alter or remove the rows that already hold it), or INSERT statements that add exactly the rows the task
+presupposes (ids after the largest existing id of each table, every foreign key pointing at an existing row),
+and give the `calls` that complete the task after that change. We keep the change only if every statement runs (foreign keys on), no verifier then passes
 for an agent that does nothing, your calls then pass, and every task proven solvable before stays so.
 
 Answer with JSON: {{"reasoning": str, "calls": [{{"tool": str, "arguments": {{...}}}}], "final_answer": str | null,

@@ -483,8 +483,9 @@ def _solutions_phase(store, llm, scenario, quality, settings, max_attempts, log_
     for t in quality["tasks"]:
         record, idx = records.get(t["task_idx"]), t["task_idx"]
         entry = record.verifier_for(CODE_FUNCTION) if record else None
-        if (entry and t["verdict"] in ("ok", "unsolvable", GOAL_MET) and t.get("solvable") != "yes"
-                and (only is None or idx in only)):
+        blocked_by_data = t["verdict"] == "blocked" and t.get("blocked_by") == "data"
+        if (entry and (t["verdict"] in ("ok", "unsolvable", GOAL_MET) or blocked_by_data)
+                and t.get("solvable") != "yes" and (only is None or idx in only)):
             todo[idx] = {"task": record.task, "code": entry["code"]}
     if not todo:
         return None
@@ -499,6 +500,12 @@ def _solutions_phase(store, llm, scenario, quality, settings, max_attempts, log_
                 "complete and a duplicate of an existing record is no solution: with at_fault 'data', propose a "
                 "data_change that takes the target out of the initial data (it is checked against every other "
                 "task and refused, naming both, if another task needs those rows), then the calls that do the task")
+        elif t["task_idx"] in todo and t["verdict"] == "blocked":  # the gate found a presupposed row missing
+            failing.setdefault(f"task_{t['task_idx']}", []).append(
+                f"blocked by data: {t.get('reason', 'a row the task presupposes is missing')}. With at_fault 'data', "
+                "propose a data_change of INSERT statements that add exactly the rows the task presupposes (checked "
+                "against every other task and refused, naming both, if another task forbids them), then the calls "
+                "that do the task")
     clean = {t["task_idx"] for t in quality["tasks"] if t["task_idx"] in todo and t.get("clean_run")}
     proven = {t["task_idx"] for t in quality["tasks"] if t.get("solvable") == "yes"}
     baseline = AttemptResult(artifact=None, error_rate=1.0, errors=failing, metrics={"solutions_wanted": len(todo)})
