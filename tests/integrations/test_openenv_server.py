@@ -4,17 +4,14 @@ sessions at once: each a pool instance, isolated from the others, restored by re
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import PROJECT_ROOT
+from tests.runtime.serving import openenv_server
 
 OPENENV_PYTHON = PROJECT_ROOT / ".venv" / "openenv" / "bin" / "python"
 CLIENT = Path(__file__).with_name("openenv_client.py")
@@ -35,23 +32,8 @@ def store(demo_pristine, tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(store, ray_address):
     """`awm serve --openenv --port 0` on the demo catalog, joined to the session's Ray cluster."""
-    proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.commands", "serve", "--openenv", "--port", "0",
-                             "--idle-timeout", str(IDLE_S), "--home", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": ray_address})
-    deadline, line = time.monotonic() + 120, ""
-    while time.monotonic() < deadline and "awm serve --openenv:" not in line and proc.poll() is None:
-        line = proc.stdout.readline()
-    m = re.search(r"ws://127\.0\.0\.1:(\d+)/ws", line)
-    if not m:
-        proc.kill()
-        raise AssertionError(f"awm serve --openenv did not start: {line!r} {proc.stderr.read()[-3000:]}")
-    yield f"http://127.0.0.1:{m.group(1)}", line
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with openenv_server(store, ray_address, "--idle-timeout", str(IDLE_S)) as (url, _proc, line):
+        yield url, line
 
 
 def run_client(plan: dict) -> dict:

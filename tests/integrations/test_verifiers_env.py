@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -18,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.conftest import PROJECT_ROOT
+from tests.runtime.serving import openenv_server
 
 VERIFIERS_VENV = PROJECT_ROOT / ".venv" / "verifiers"
 SCENARIO = "issue_tracker"
@@ -32,24 +30,8 @@ def server(demo_pristine, tmp_path_factory, ray_address):
 
     store = tmp_path_factory.mktemp("verifiers_store")
     shutil.copytree(demo_pristine, store, dirs_exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.commands", "serve", "--openenv", "--port", "0",
-                             "--home", str(store), "--scenarios", SCENARIO], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": ray_address})
-    deadline, line = time.monotonic() + 120, ""
-    while time.monotonic() < deadline and "awm serve --openenv:" not in line and proc.poll() is None:
-        line = proc.stdout.readline()
-    m = re.search(r"ws://127\.0\.0\.1:(\d+)/ws", line)
-    if not m:
-        proc.kill()
-        raise AssertionError(f"awm serve --openenv did not start: {line!r} {proc.stderr.read()[-3000:]}")
-    yield f"http://127.0.0.1:{m.group(1)}"
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with openenv_server(store, ray_address, "--scenarios", SCENARIO) as (url, _proc, _line):
+        yield url
 
 
 class SolutionModel(ThreadingHTTPServer):

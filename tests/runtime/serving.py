@@ -1,13 +1,15 @@
-"""Start and stop `awm serve` as a subprocess for the tests that drive it over MCP."""
+"""Start and stop `awm serve` (MCP) and `awm serve --openenv` as subprocesses for the tests that drive them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 AWM = Path(sys.executable).with_name("awm")
@@ -48,3 +50,29 @@ def stop_serve(proc: subprocess.Popen, timeout_s: float = 15) -> float | None:
         proc.wait()
         return None
     return time.monotonic() - t
+
+
+@contextlib.contextmanager
+def openenv_server(store_root: Path, ray_address: str, *args: str) -> Iterator[tuple[str, subprocess.Popen, str]]:
+    """`awm serve --openenv --port 0` on `store_root`, joined to the session's Ray cluster: (its http base, the
+    process, the line where it says where it listens); stopped with SIGINT (killed after 30 s) when the block ends."""
+    proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.commands", "serve", "--openenv", "--port", "0",
+                             "--home", str(store_root), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": ray_address})
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        deadline, line = time.monotonic() + 120, ""
+        while time.monotonic() < deadline and "awm serve --openenv:" not in line and proc.poll() is None:
+            line = proc.stdout.readline()
+        m = re.search(r"ws://127\.0\.0\.1:(\d+)/ws", line)
+        if not m:
+            proc.kill()
+            raise AssertionError(f"awm serve --openenv did not start: {line!r} {proc.stderr.read()[-3000:]}")
+        yield f"http://127.0.0.1:{m.group(1)}", proc, line
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
 
 import pytest
+
+from tests.runtime.serving import openenv_server as start_openenv
 
 SCENARIO, TASK = "issue_tracker", 7
 SESSIONS, CALLS = 6, 8
@@ -32,26 +32,8 @@ def openenv_server(demo_pristine, tmp_path_factory, ray_address):
     """`awm serve --openenv --port 0` on a copy of the demo store: (its http base, its pid, the store's copy)."""
     store = tmp_path_factory.mktemp("bench_openenv_store")
     shutil.copytree(demo_pristine, store, dirs_exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.commands", "serve", "--openenv", "--port", "0",
-                             "--home", str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": ray_address})
-    try:
-        deadline, line = time.monotonic() + 120, ""
-        assert proc.stdout is not None
-        while time.monotonic() < deadline and "awm serve --openenv:" not in line and proc.poll() is None:
-            line = proc.stdout.readline()
-        m = re.search(r"ws://127\.0\.0\.1:(\d+)/ws", line)
-        if not m:
-            proc.kill()
-            raise AssertionError(f"awm serve --openenv did not start: {line!r} {proc.stderr.read()[-3000:]}")
-        yield f"http://127.0.0.1:{m.group(1)}", proc.pid, store
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with start_openenv(store, ray_address) as (url, proc, _line):
+        yield url, proc.pid, store
 
 
 def test_bench_openenv_baseline(openenv_server, ray_address):
