@@ -32,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default $AWM_HOME/mcp_universe/<policy>-<time>)")
     p.add_argument("--mcpu-python", type=Path, default=None,
                    help="Python of MCP-Universe's venv (default .venv/mcpuniverse beside this one)")
-    p.add_argument("--api-base", default=None, help="API base for chat:hosted_vllm/... policies")
+    from awm_rl.agent.policies import add_chat_options
+
+    add_chat_options(p)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-new-tokens", type=int, default=2048)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -42,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from awm_resources.store import default_home
-    from awm_rl.agent.policies import PolicyError
+    from awm_rl.agent.policies import PolicyError, policy_options
     from awm_rl.mcp_universe import MCPUniverseUnavailable, evaluate_mcp_universe
 
     if args.limit is not None and args.limit < 1:
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else (default_home() / "mcp_universe"
                                            / f"{policy_slug(args.policy)}-{time.strftime('%Y%m%d-%H%M%S')}")
     kwargs = {} if args.policy.startswith("scripted:") else {
-        "api_base": args.api_base, "temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
+        **policy_options(args), "temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
     try:
         with contextlib.redirect_stdout(sys.stderr):  # model libraries may print; stdout carries the answer
             report = evaluate_mcp_universe(args.tasks, args.policy, out_dir=out, online=args.online, limit=args.limit,
