@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.processes import process_tree, rss_mb
+
 SERVE_START_S = 120.0  # `awm serve` imports the scenario in its sandboxed worker before it says where it listens
 
 
@@ -248,17 +250,10 @@ def rss_tree_mb(pid: int) -> float:
     import psutil
 
     try:
-        procs = [psutil.Process(pid)]
-        procs += procs[0].children(recursive=True)
+        psutil.Process(pid)
     except psutil.Error as exc:
         raise ValueError(f"--openenv-pid {pid}: {exc}") from None
-    total = 0
-    for proc in procs:
-        try:
-            total += proc.memory_info().rss
-        except psutil.Error:
-            pass
-    return total / 2**20
+    return rss_mb(process_tree(pid))
 
 
 class _OpenEnvSession:

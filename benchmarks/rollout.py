@@ -40,6 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks.processes import process_tree, rss_mb
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOLUTIONS = PROJECT_ROOT / "seeds" / "solutions"
 DEFAULT_EPISODES = 1024
@@ -157,20 +159,10 @@ class ReusedInstances:
 
 # ---------------------------------------------------------------------------------------------
 # memory
-def _tree(pid: int) -> list[Any]:
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        return [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
 def pool_processes(pool: Any) -> tuple[list[Any], list[Any]]:
     """(the host actors with their descendants, i.e. the sandboxed scenario workers; Ray's own processes on
     this node, when this driver started them) as psutil processes."""
-    host_procs = [p for st in pool.host_stats() if "pid" in st for p in _tree(int(st["pid"]))]
+    host_procs = [p for st in pool.host_stats() if "pid" in st for p in process_tree(int(st["pid"]))]
     host_pids = {p.pid for p in host_procs}
     ray_procs: list[Any] = []
     try:
@@ -179,7 +171,7 @@ def pool_processes(pool: Any) -> tuple[list[Any], list[Any]]:
         node = getattr(ray_worker, "_global_node", None)
         if node is not None:
             for _role, proc in node.live_processes():
-                ray_procs += [p for p in _tree(proc.pid) if p.pid not in host_pids]
+                ray_procs += [p for p in process_tree(proc.pid) if p.pid not in host_pids]
     except Exception:  # noqa: BLE001 - Ray's private process list: without it, no Ray figure
         pass
     return host_procs, ray_procs
@@ -204,15 +196,6 @@ def pool_memory(pool: Any) -> dict[str, Any]:
     own processes on this node, and of this driver."""
     import psutil
 
-    def rss(procs: list[psutil.Process]) -> float:
-        total = 0
-        for p in procs:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-        return total / 2**20
-
     host_procs, ray_procs = pool_processes(pool)
     by_scenario: dict[str, float] = {}
     for p in host_procs:
@@ -222,9 +205,9 @@ def pool_memory(pool: Any) -> dict[str, Any]:
                 by_scenario[args[-1]] = by_scenario.get(args[-1], 0.0) + p.memory_info().rss / 2**20
         except psutil.Error:
             pass
-    hosts = rss(host_procs)
-    return {"hosts_rss_mb": round(hosts, 1), "ray_system_rss_mb": round(rss(ray_procs), 1),
-            "driver_rss_mb": round(rss(_tree(os.getpid())[:1]), 1),
+    hosts = rss_mb(host_procs)
+    return {"hosts_rss_mb": round(hosts, 1), "ray_system_rss_mb": round(rss_mb(ray_procs), 1),
+            "driver_rss_mb": round(rss_mb([os.getpid()]), 1),
             "scenario_workers_rss_mb": {k: round(v, 1) for k, v in sorted(by_scenario.items())},
             "host_processes": len(host_procs)}
 
@@ -246,7 +229,7 @@ def direct_baseline(pool: Any, handles: dict[str, list[Any]], episodes: list[Any
     with ThreadPoolExecutor(max_workers=32) as ex:  # back to the initial databases first (not timed)
         list(ex.map(pool.reset, used))
     host_procs, ray_procs = pool_processes(pool)
-    procs = host_procs + ray_procs + _tree(os.getpid())[:1]
+    procs = host_procs + ray_procs + process_tree(os.getpid())[:1]
     c0, t0 = cpu_seconds(procs), time.perf_counter()
     results = pool.call_many(calls)
     wall, cpu = time.perf_counter() - t0, cpu_seconds(procs) - c0
@@ -357,7 +340,7 @@ def run_benchmark(store_root: Path, *, episodes: int = DEFAULT_EPISODES, solutio
         envs = ReusedInstances(pool, handles)
         config = LoopConfig(max_turns=max(len(v) for v in scripts.values()) + 1, snapshot_dir=work / "snapshots")
         host_procs, ray_procs = pool_processes(pool)
-        procs = host_procs + ray_procs + _tree(os.getpid())[:1]
+        procs = host_procs + ray_procs + process_tree(os.getpid())[:1]
         t0, c0, all0 = time.perf_counter(), time.process_time(), cpu_seconds(procs)
         episodes_out = run_episodes(envs, policy, specs, config, concurrency=episodes)
         rollout_s, rollout_cpu_s = time.perf_counter() - t0, time.process_time() - c0

@@ -63,6 +63,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.processes import process_tree, rss_mb
+
 MARK = "awmiso"
 CALL_TIMEOUT_S = 10.0  # a call's deadline on both sides (`--call-timeout`)
 START_TIMEOUT_S = 60.0  # a baseline server's start, from spawn to its OpenAPI document
@@ -266,18 +268,6 @@ def _with_descendants(pids: list[int]) -> list[int]:
     return out
 
 
-def _rss_mb(pids: list[int]) -> float:
-    import psutil
-
-    total = 0
-    for pid in pids:
-        try:
-            total += psutil.Process(pid).memory_info().rss
-        except psutil.Error:
-            pass
-    return total / 2**20
-
-
 def _memory_by_process(roles: dict[int, str]) -> list[dict[str, Any]]:
     """rss / pss / uss (MB) per process with its role (and, for a sandboxed one, its scenario). PSS splits
     each shared page among the processes that map it, so PSS totals add up to the memory actually used; RSS
@@ -459,8 +449,8 @@ def _ours_memory(pool: Any, scenarios: list[str], instances: int, out: dict[str,
                  if r.get("scenario") in (None, *scenarios)]  # a left-out scenario's worker is not counted
     by_process = host_rows + _memory_by_process({p: f"ray {ray_procs[p]}" for p in system_pids})
     out["rss_mb_hosts"] = round(sum(r["rss_mb"] for r in host_rows), 1)
-    out["rss_mb_ray_system"] = round(_rss_mb(system_pids), 1)
-    out["rss_mb_driver"] = round(_rss_mb([os.getpid()]), 1)
+    out["rss_mb_ray_system"] = round(rss_mb(system_pids), 1)
+    out["rss_mb_driver"] = round(rss_mb([os.getpid()]), 1)
     out["rss_mb_total"] = round(out["rss_mb_hosts"] + out["rss_mb_ray_system"], 1)
     out["pss_mb_total"] = round(sum(r["pss_mb"] for r in by_process), 1)
     out["memory_by_process"] = by_process
@@ -892,15 +882,7 @@ def _baseline_throughput(servers: list[BaselineServer], scripts: dict[str, Any],
 
 
 def _baseline_memory(servers: list[BaselineServer], extrapolate_to: int, out: dict[str, Any]) -> None:
-    import psutil
-
-    rss = 0.0
-    for srv in servers:
-        try:
-            proc = psutil.Process(srv.proc.pid)
-            rss += sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20
-        except psutil.Error:
-            pass
+    rss = sum(rss_mb(process_tree(srv.proc.pid)) for srv in servers)
     db_mb = sum(srv.db.stat().st_size for srv in servers) / 2**20
     out["instances"] = len(servers)
     out["rss_mb_total"] = round(rss, 1)
