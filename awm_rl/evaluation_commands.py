@@ -104,9 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     stored = None
     if out is not None and (out / RUN_FILE).is_file():
         try:
-            stored = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))["plan"]
+            run = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
+            stored, drawn = run["plan"], sorted({str(s) for s, _ in run["tasks"]})
         except (OSError, ValueError, KeyError, TypeError) as exc:
             return _fail(f"{out / RUN_FILE} is unreadable: {type(exc).__name__}: {exc}")
+        if args.scenario and sorted(set(args.scenario)) != drawn:  # the run's task list was drawn once, at its start
+            return _fail(f"{out} evaluates {', '.join(drawn)}; --scenario {' '.join(args.scenario)} would change "
+                         "that: resume it without --scenario, or evaluate into another folder")
     elif args.resume is not None:
         return _fail(f"--resume {args.resume}: no {RUN_FILE} there (not an `awm eval catalog` run folder)")
     plan = _plan(args, stored)

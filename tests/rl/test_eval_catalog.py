@@ -161,6 +161,8 @@ def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, 
     assert {g["eligible_tasks"] for g in again["proofs"]["gate"].values()} == {10}
     assert main(["--resume", str(out), "--k", "3", "--store", str(demo_store.root)]) == 2
     assert "k 2 there, 3 now" in capsys.readouterr().err
+    assert main(["--resume", str(out), "--scenario", "issue_tracker", "--store", str(demo_store.root)]) == 2
+    assert "--scenario issue_tracker would change that" in capsys.readouterr().err
     assert main(["--store", str(demo_store.root)]) == 2 and "--policy is required" in capsys.readouterr().err
     # A chat model without a key: one clear error at once, exit 2, nothing half-done left behind.
     for name in ("OPENAI_API_KEY", "AWM_POLICY_API_KEY", "AWM_POLICY_API_BASE"):
