@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = Path(args.out) if args.out else (default_home() / "mcp_universe"
                                            / f"{policy_slug(args.policy)}-{time.strftime('%Y%m%d-%H%M%S')}")
+    chat = {k: v for k, v in policy_options(args).items() if v not in (None, "text")}
+    if args.policy.startswith("scripted:") and chat:
+        print(f"awm eval mcp-universe: {', '.join(sorted(chat))} apply to chat policies, not to {args.policy}",
+              file=sys.stderr)
+        return 2
     kwargs = {} if args.policy.startswith("scripted:") else {
         **policy_options(args), "temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
     try:

@@ -60,3 +60,6 @@ def test_missing_tasks_and_venv_say_so(tmp_path, capsys):
     assert "no MCP-Universe tasks" in capsys.readouterr().err
     assert main(["--tasks", str(TASKS / "offline"), "--policy", "tiny", "--mcpu-python", str(tmp_path / "py")]) == 2
     assert "make mcp-universe-venv" in capsys.readouterr().err
+    # Chat options given to a scripted policy would be ignored: said instead.
+    assert main(["--tasks", str(TASKS / "offline"), "--policy", "scripted:x.json", "--reasoning", "optional"]) == 2
+    assert "reasoning apply to chat policies" in capsys.readouterr().err
