@@ -348,6 +348,8 @@ def make_policy(spec: PolicySpec | str, *, solutions_dir: Path | None = None, ap
     if tool_calling != "text" and spec.kind != "chat":
         raise ValueError(f"tool_calling={tool_calling!r} needs a chat:<model> policy (the provider's function "
                          f"calling); {spec.kind} policies speak the Qwen3 text format")
+    if (api_base or api_key) and spec.kind != "chat":
+        raise ValueError(f"an API base or key applies to chat:<model> policies; a {spec.kind} policy would ignore it")
     policy = _build_policy(spec, solutions_dir=solutions_dir, api_base=api_base, api_key=api_key,
                            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
                            cache_dir=cache_dir, reasoning=reasoning, tool_calling=tool_calling)

@@ -55,3 +55,14 @@ def test_evaluation_decoding_reaches_the_wire(server, model, wire):
     body = server.requests[-1].body
     assert body["temperature"] == 0.6 and {k: body.get(k) for k in wire} == wire
     assert ("top_k" in body) == ("top_k" in wire)
+
+
+def test_chat_options_on_other_policies_are_errors():
+    """An endpoint, a key or native tool calling given to a policy that has no use for them is said, not ignored."""
+    from awm_rl.agent.policies import make_policy
+
+    with pytest.raises(ValueError, match="applies to chat:<model> policies; a reference policy would ignore it"):
+        make_policy("reference", api_key="sk-test")
+    with pytest.raises(ValueError, match="needs a chat:<model> policy"):
+        make_policy("reference", tool_calling="native")
+    assert make_policy("reference", reasoning="optional").reasoning == "optional"  # the rule applies to every policy
