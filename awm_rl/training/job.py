@@ -61,6 +61,17 @@ def barrier() -> None:
         dist.barrier()
 
 
+def from_rank0(value: Any) -> Any:
+    """Rank 0's `value` on every rank (waiting for rank 0, as a barrier does); `value` itself without workers."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+    return value
+
+
 def cuda_available() -> bool:
     import torch
 
@@ -361,16 +372,17 @@ def _initial_model(config: TrainConfig, pool: Any, tasks: list, rank: int, world
 
     if config.model.tiny_cache_dir is None:  # resolved() sets it for a tiny model
         raise ValueError("model.tiny_cache_dir is not set: pass the config through TrainConfig.resolved()")
-    texts = [json.dumps(scenario_tools(pool, scenario), ensure_ascii=False)  # as the loop shows it
-             for scenario in dict.fromkeys(r.scenario for r in tasks)]
-    texts += [r.task for r in tasks]
+    folder = ""
     if rank == 0:  # one builder: workers writing the same files at once read each other's partial files
+        texts = [json.dumps(scenario_tools(pool, scenario), ensure_ascii=False)  # as the loop shows it
+                 for scenario in dict.fromkeys(r.scenario for r in tasks)]
+        texts += [r.task for r in tasks]
         build_tiny_qwen3(config.model.tiny_cache_dir, vocab_size=TINY_VOCAB_SIZE, extra_texts=texts,
                          merge_across_words=True)
-    if world > 1:
-        barrier()
-    return str(tiny_model_folder(config.model.tiny_cache_dir, vocab_size=TINY_VOCAB_SIZE, extra_texts=texts,
-                                 merge_across_words=True))
+        folder = str(tiny_model_folder(config.model.tiny_cache_dir, vocab_size=TINY_VOCAB_SIZE, extra_texts=texts,
+                                       merge_across_words=True))
+    # Every rank loads the folder rank 0 built (a rank that fitted its own texts would name a folder never built).
+    return str(from_rank0(folder)) if world > 1 else folder
 
 
 def _train(config: TrainConfig, out_dir: Path, model_path: str, tokenizer: Any, pool: Any, tasks: list, schedule: list,
