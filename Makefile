@@ -77,7 +77,7 @@ $(MCPU_VENV)/.installed: | $(BIN)/awm
 
 mcp-universe-venv: $(MCPU_VENV)/.installed
 
-# OS isolation for generated code (awm_rl/runtime/sandbox.py): bubblewrap, installed when missing and root.
+# OS isolation for generated code (awm_rl/isolation/sandbox.py): bubblewrap, installed when missing and root.
 bwrap:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

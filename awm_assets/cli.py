@@ -26,7 +26,7 @@ app.add_typer(eval_app, name="eval")
 # Commands whose options live in awm_rl (argparse there, so they run without this package): name -> module, function.
 FORWARDED = {
     (app, "serve"): ("awm_rl.runtime.commands", "serve_main", "one environment as an MCP server with a reset tool"),
-    (app, "rollout"): ("awm_rl.commands_rollout", "rollout_main", "one episode of a policy, judged; writes the trajectory"),
+    (app, "rollout"): ("awm_rl.evaluation.commands", "rollout_main", "one episode of a policy, judged; writes the trajectory"),
     (app, "train"): ("awm_rl.training.commands", "train_main", "GRPO on the catalog through Ray (--config FILE)"),
     (app, "quality"): ("awm_rl.quality.commands", "quality_main", "the quality gate: tools probed, tasks checked"),
     (bench_app, "serve"): ("benchmarks.serve", "main", "environment runtime vs one process per instance"),
@@ -35,8 +35,8 @@ FORWARDED = {
     (bench_app, "repair"): ("benchmarks.repair", "main", "the repair loop on recorded runs: calls, attempts, tasks proven"),
     (bench_app, "learn"): ("benchmarks.learn", "main", "GRPO from a tiny model on demo tasks: pass rate per step"),
     (bench_app, "rollout"): ("benchmarks.rollout", "main", "N concurrent episodes end to end: loop, pool, verifiers"),
-    (audit_app, "verifiers"): ("awm_rl.commands_rollout", "audit_main", "every verifier on its unchanged database"),
-    (eval_app, "catalog"): ("awm_rl.evaluation_commands", "main", "a policy on the catalog: pass@1/pass@k, cost, resumable"),
+    (audit_app, "verifiers"): ("awm_rl.reward.commands", "audit_main", "every verifier on its unchanged database"),
+    (eval_app, "catalog"): ("awm_rl.evaluation.commands", "catalog_main", "a policy on the catalog: pass@1/pass@k, cost, resumable"),
     (eval_app, "bfcl"): ("awm_rl.bfcl.commands", "main", "BFCL's categories through the agent loop, and BFCL's overall"),
     (eval_app, "tau2"): ("awm_rl.tau2.commands", "main", "τ²-bench domains through the agent loop, τ²'s evaluator"),
     (eval_app, "mcp-universe"): ("awm_rl.mcp_universe.commands", "main",

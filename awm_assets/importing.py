@@ -74,6 +74,6 @@ def check_imported(store: ArtifactStore, report: ImportReport, limit: int = CHEC
         return []
     if len(keys) > limit or judge_llm_config().model not in (None, "", REPLAY_MODEL):
         return None
-    from awm_rl.quality.report import quality
+    from awm_rl.quality.gate import quality
 
     return quality(store, keys)["scenarios"]

@@ -222,7 +222,7 @@ def evolve(rounds: int = 1, *, policy: str, tasks_per_env: int = 3, max_new_scen
     batch synthesized as `awm synth` does (generation, its new scenarios' six stages, the catalog refresh).
     `policy` has no default: the reference solutions complete every task and would leave nothing to aim at.
     A round that finds nothing to aim at, or whose synthesis fails, is the last."""
-    from awm_rl.weaknesses import latest_report
+    from awm_rl.evaluation.weaknesses import latest_report
 
     instance = get_instance()
     store = bound_store()

@@ -12,7 +12,7 @@ verifier reads. `clock.json` beside `initial.db` says the same for people. Where
 - serving it (`awm_rl.runtime.db`, `awm_rl.runtime.envcode`): the instance connections' date functions and, in
   the generated code (its imports of `datetime` give `datetime_module()`), `datetime.now()/utcnow()/today()`
   and `date.today()` return it;
-- judging it (`awm_rl/_verifier_worker.py` loads this file by path: it imports no project module): the
+- judging it (`awm_rl/isolation/verifier_worker.py` loads this file by path: it imports no project module): the
   verifier's `sqlite3` connections and `datetime`.
 
 SQLite's `CURRENT_TIMESTAMP`/`CURRENT_DATE`/`CURRENT_TIME` keywords have no hook short of a VFS: where a database

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 SCENARIO_FILE = "scenario.json"
 TASKS_FILE = "tasks.json"
 VERIFIERS_FILE = "verifiers.json"
-QUALITY_FILE = "quality.json"  # the quality gate's result (awm_rl.quality.report)
+QUALITY_FILE = "quality.json"  # the quality gate's result (awm_rl.quality.gate)
 AUDIT_FILE = "verifier_audit.json"  # the do-nothing audit (awm_rl.reward.audit)
 # Relative to the store root.
 CATALOG_FILE = "catalog.json"  # written by the environment_catalog asset; what training and evaluation read
@@ -220,7 +220,7 @@ class Catalog(Document):
         return [e for e in self.environments if e.ready]
 
 
-WEAKNESSES_DIR = "weaknesses"  # relative to the store root: <evaluation run>.json and .png (awm_rl.weaknesses)
+WEAKNESSES_DIR = "weaknesses"  # relative to the store root: <evaluation run>.json and .png (awm_rl.evaluation.weaknesses)
 
 
 class WeaknessGroup(Document):

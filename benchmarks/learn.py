@@ -8,7 +8,7 @@ going up. Per seed:
 2. per scenario, the first task whose reference solution (`seeds/solutions/`) its verifier passes and for
    which DECOYS decoys exist: the reference with one argument value changed, replayed through the real
    loop and pool and confirmed failing by the task's verifier (`awm_rl.training.decoys`);
-3. a tiny Qwen3 (random init, `awm_rl.tiny_model`) warm-started to convergence on the reference and decoy
+3. a tiny Qwen3 (random init, `awm_rl.agent.tiny_model`) warm-started to convergence on the reference and decoy
    episodes of those tasks: it learns the format, and at the changed value it puts about 1/k on each of
    the k = DECOYS + 1 values (the episodes share every token before it), so about 1/k of its rollouts pass;
 4. GRPO through the real job (`awm_rl.training.job.run_training`: environment pool, code-mode judge,
@@ -204,7 +204,7 @@ def warm_start(out_dir: Path, seed: int, chosen: list[Any], listings: list[str],
 
     import torch
 
-    from awm_rl.tiny_model import build_tiny_qwen3
+    from awm_rl.agent.tiny_model import build_tiny_qwen3
     from awm_rl.training.warm_start import episode_samples, supervised_steps
 
     started = time.time()

@@ -158,7 +158,7 @@ def verdicts(pool: Any, store: Any, scripts: dict[str, Any], *, count: int, fres
              timeout_s: float = 10.0) -> dict[str, Any]:
     """Code-mode verdicts on `count` fresh episodes through the warm path, and `fresh` through a new sandbox
     each (see module docstring)."""
-    from awm_rl.verification import WARM, VerifierJob, VerifierSandbox, run_verifiers
+    from awm_rl.isolation.verification import WARM, VerifierJob, VerifierSandbox, run_verifiers
 
     found = _code_verifier(store, list(scripts))
     if found is None:

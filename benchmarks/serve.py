@@ -316,7 +316,7 @@ def open_pool(store_root: Path, *, instances: int, num_hosts: int | None, call_t
 def _limits() -> dict[str, Any]:
     """The resource bounds the hosts ran under: largest answer and request, scratch space of a worker."""
     from awm_resources import settings
-    from awm_rl.runtime.sandbox import scratch_summary
+    from awm_rl.isolation.sandbox import scratch_summary
 
     return {"max_answer_bytes": settings.max_answer_bytes(), "max_request_bytes": settings.max_request_bytes(),
             "scratch": scratch_summary("host")}

@@ -60,7 +60,7 @@ def test_the_newest_weaknesses_become_the_next_targeted_batch(tmp_path, monkeypa
     from awm_assets.synthesis.targeted_batch import NoWeaknessesReport, write_targeted_batch
     from awm_resources.documents import WeaknessGroup, WeaknessReport
     from awm_resources.store import ArtifactStore, atomic_write_json
-    from awm_rl.weaknesses import write_report
+    from awm_rl.evaluation.weaknesses import write_report
 
     monkeypatch.setenv("AWM_SEED_DIR", str(tmp_path / "seeds"))
     store = ArtifactStore(tmp_path / "home")

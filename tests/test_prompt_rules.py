@@ -12,9 +12,9 @@ import pytest
 from awm_assets.synthesis import prompts
 from awm_assets.synthesis.stages import _trial_build, do_nothing_check
 from awm_resources.sqlite_build import SampleTable, SchemaTable
-from awm_rl._verifier_worker import allowed_imports
+from awm_rl.isolation.verification import VerifierJob, run_verifiers
+from awm_rl.isolation.verifier_worker import allowed_imports
 from awm_rl.reward.audit import PROBE_ANSWERS
-from awm_rl.verification import VerifierJob, run_verifiers
 
 SCHEMA = [SchemaTable(name="users", ddl="CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT NOT NULL)"),
           SchemaTable(name="items", ddl="CREATE TABLE items (id INTEGER PRIMARY KEY, owner_id INTEGER NOT NULL "
@@ -199,7 +199,7 @@ def update_item(item_id: int, body: ItemPatch | None = None):
 
 
 def test_env_code_rules_for_bodies_foreign_keys_and_text_dates_pass_the_env_check(initial, tmp_path):
-    from awm_rl.runtime.check import check_env_code
+    from awm_rl.quality.envcheck import check_env_code
 
     text = prompts.env_code("s", "d", "schema", {"api_groups": []})[1]["content"]
     assert "an endpoint without body fields takes no body parameter" in text

@@ -14,7 +14,7 @@ import pytest
 from awm_assets.defs.synthesis.stage_assets import build_stage_assets
 from awm_resources.store import PIPELINE_STAGES, STAGES, ArtifactStore
 from awm_rl.quality.check_results import CHECK_RESULTS_DIR
-from awm_rl.quality.report import scenario_quality
+from awm_rl.quality.gate import scenario_quality
 from tests.conftest import PROJECT_ROOT
 from tests.test_synthesis import generate, resources
 
@@ -85,7 +85,7 @@ def test_its_export_is_read_the_way_the_published_pipeline_reads_it(replayed, tm
 
     from awm_resources.interop import export_awm_dir
     from awm_resources.published_verifiers import function_read_by_peer
-    from awm_rl.verification import VerifierJob, run_verifiers
+    from awm_rl.isolation.verification import VerifierJob, run_verifiers
 
     store = replayed["store"]
     written = export_awm_dir(store, tmp_path / "out", [SCENARIO])

@@ -1,4 +1,4 @@
-"""Weaknesses (awm_rl.weaknesses): how a failed episode is classified and how an evaluation is grouped, on
+"""Weaknesses (awm_rl.evaluation.weaknesses): how a failed episode is classified and how an evaluation is grouped, on
 episodes built as the agent loop writes them and a store built by hand (no environment runs here)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from awm_resources.documents import WeaknessReport, read
 from awm_resources.store import ArtifactStore, atomic_write_json
 from awm_rl.agent.episode import Episode, EpisodeScore, Step, ToolOutcome
-from awm_rl.weaknesses import analyze, failure_mode, latest_report, task_kind, tool_kind, write_report
+from awm_rl.evaluation.weaknesses import analyze, failure_mode, latest_report, task_kind, tool_kind, write_report
 
 LIST = Step(turn=0, response="<tool_call>list_tools</tool_call>", format={"ok": True, "action": "list_tools"},
             tool=ToolOutcome(ok=True, status=200))

@@ -105,7 +105,7 @@ def _reusable(snapshot: dict[str, Any] | None, stamp: str, judge_label: str | No
 
 
 def _checked(store: ArtifactStore, key: str, judge: Any | None) -> dict[str, Any]:
-    from awm_rl.quality.report import scenario_quality  # the gate's modules: only when something is to check
+    from awm_rl.quality.gate import scenario_quality  # the gate's modules: only when something is to check
 
     return scenario_quality(store, key, judge=judge)
 

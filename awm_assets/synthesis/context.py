@@ -27,7 +27,7 @@ def tool_specs(store: ArtifactStore, scenario: str, settings: dict[str, Any] | N
     """The scenario's tools as agents see them (name, description, input_schema), plus `returns` where the
     API spec describes the response, from the stored server code; [] without one. The env_code stage stores
     them when it commits (`store_tool_specs`); otherwise the env-check worker lists them here."""
-    from awm_rl.runtime.check import check_env_code
+    from awm_rl.quality.envcheck import check_env_code
 
     server = store.path(scenario, "server.py")
     if not server.is_file():

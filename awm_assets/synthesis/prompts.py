@@ -263,8 +263,8 @@ Answer with the complete file in one ```python block.""", corrections)
 
 def verifier_rules() -> str:
     """What the verifier sandbox and the do-nothing check enforce, from their own definitions
-    (`awm_rl._verifier_worker.allowed_imports`, `awm_rl.reward.audit.PROBE_ANSWERS`)."""
-    from awm_rl._verifier_worker import allowed_imports
+    (`awm_rl.isolation.verifier_worker.allowed_imports`, `awm_rl.reward.audit.PROBE_ANSWERS`)."""
+    from awm_rl.isolation.verifier_worker import allowed_imports
     from awm_rl.reward.audit import PROBE_ANSWERS
 
     probes = ", ".join("None" if a is None else json.dumps(a) for a in PROBE_ANSWERS)

@@ -142,7 +142,7 @@ class SolutionsStage:
     that diagnosis and must pass the do-nothing check and accept the writer's calls. When the writer puts
     the fault on the data, its proposed data change is checked (`datafix.py`) and kept if nothing breaks;
     without one (or with one refused) after a clean run the task is not retried, and its diagnosis becomes
-    the task's reason (report.py)."""
+    the task's reason (quality/gate.py)."""
 
     name, threshold = "solutions", 0.0
 
@@ -561,7 +561,7 @@ def repair_scenario(store: ArtifactStore, llm: LLMClient, scenario: str, *, max_
                     phases: tuple[str, ...] = PHASES, tasks: list[int] | None = None,
                     settings: dict[str, Any] | None = None, log_fn: Callable[[str], None] = log.info) -> dict[str, Any]:
     """Check, repair phase by phase (each re-checks what the last changed), check again; see module docstring."""
-    from awm_rl.quality.report import quality
+    from awm_rl.quality.gate import quality
 
     settings = settings or {}
     only = set(tasks) if tasks else None

@@ -177,7 +177,7 @@ class EnvCodeStage:
         """Execute `code` in the env-check worker with the tool probe; import errors, missing tools and
         tools answering 5xx on valid input are the attempt's errors."""
         from awm_rl.quality.check_results import CheckResults
-        from awm_rl.runtime.check import check_env_code
+        from awm_rl.quality.envcheck import check_env_code
 
         initial = ctx.store.path(ctx.scenario, "initial.db")
         check = check_env_code(code, initial, expected_tools=expected,
@@ -308,8 +308,8 @@ def do_nothing_check(entries: list[dict[str, Any]], initial: Path, errors: dict[
     """Run each verifier on the unchanged initial database (the do-nothing agent), code mode once per
     answer of the audit's `PROBE_ANSWERS` (the verifier prompt names the same answers): a crash or a
     "complete" is an error of that task. Returns the tasks whose verifier passed vacuously."""
+    from awm_rl.isolation.verification import VerifierJob, run_verifiers
     from awm_rl.reward.audit import PROBE_ANSWERS
-    from awm_rl.verification import VerifierJob, run_verifiers
 
     jobs, owners = [], []
     for e in entries:
@@ -355,10 +355,10 @@ def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str
     their answers, the verifier's returned dict, the rows it reads that changed); and an error when the
     environment could not run; and the tasks whose solution calls all answered 2xx (clean runs). `initial`:
     another initial database than the stored one (a proposed data change, `datafix.py`)."""
+    from awm_rl.isolation.verification import VerifierJob, run_verifiers
     from awm_rl.quality.check_results import CheckResults
+    from awm_rl.quality.envcheck import check_env_code
     from awm_rl.quality.solutions import broken_call, solution_feedback
-    from awm_rl.runtime.check import check_env_code
-    from awm_rl.verification import VerifierJob, run_verifiers
 
     server = ctx.store.path(ctx.scenario, "server.py")
     if not runnable or not server.is_file():

@@ -38,7 +38,7 @@ def write_targeted_batch(store: ArtifactStore, *, max_new_scenarios: int = 1, ca
     """Write the next targeted seed batch from the newest weaknesses report, aimed at its `weaknesses` weakest
     groups; returns what was written (`seed_batch`, `batch`, `weaknesses`, `seeds`), or `seed_batch` None and the
     `reason` when the policy failed nothing. NoWeaknessesReport when there is no report at all."""
-    from awm_rl.weaknesses import latest_report
+    from awm_rl.evaluation.weaknesses import latest_report
 
     latest = latest_report(store)
     if latest is None:

@@ -381,7 +381,7 @@ def _build_policy(spec: PolicySpec, *, solutions_dir: Path | None, api_base: str
         return TransformersPolicy.from_pretrained(spec.target, max_new_tokens=max_new_tokens, temperature=temperature,
                                                   top_p=top_p, top_k=top_k)
     if spec.kind == "tiny":
-        from awm_rl.tiny_model import build_tiny_qwen3
+        from awm_rl.agent.tiny_model import build_tiny_qwen3
 
         model, tokenizer = build_tiny_qwen3(cache_dir)
         return TransformersPolicy(model, tokenizer, max_new_tokens=min(max_new_tokens, 128),

@@ -4,7 +4,7 @@ the synthesis stages already ran.
 A scenario's synthesis runs the env-check worker with the tool probe (env_code stage) and with the reference
 solutions (verifiers stage); the quality gate then needs the same probe and the same solution runs on the same
 code and database. Each result is kept in the scenario's `check_results/` folder under a key of everything it
-depends on: the check's own code (the sources of `awm_rl.runtime`, `awm_rl.quality` and `awm_rl.limits`), the
+depends on: the check's own code (the sources of `awm_rl.runtime`, `awm_rl.quality` and `awm_rl.isolation.limits`), the
 server code, the initial database's bytes and, for a solution, the solution itself. Only completed checks are
 kept (a probe that ran, solution runs with their final databases). The gate takes what matches, runs only what is
 missing, and then clears the folder: a hit is the same result a new run would give, and anything left from a
@@ -33,7 +33,7 @@ def check_code_digest() -> str:
     root = Path(__file__).resolve().parents[1]  # awm_rl/
     digest = hashlib.sha256()
     for path in sorted([*root.joinpath("runtime").glob("*.py"), *root.joinpath("quality").glob("*.py"),
-                        root / "limits.py"]):
+                        *root.joinpath("isolation").glob("*.py")]):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 

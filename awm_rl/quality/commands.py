@@ -50,7 +50,7 @@ def _table(report: dict) -> str:
 
 def quality_main(argv: list[str]) -> int:
     from awm_resources.store import ArtifactStore
-    from awm_rl.quality.report import quality
+    from awm_rl.quality.gate import quality
 
     p = argparse.ArgumentParser(prog="awm quality", description=__doc__)
     p.add_argument("scenarios", nargs="*", help="scenario names (default: every scenario with environment code)")
@@ -85,8 +85,8 @@ def quality_main(argv: list[str]) -> int:
 def _proofs_main(args: argparse.Namespace) -> int:
     """`awm quality --proofs-from DIR`: agent episodes as proofs (awm_rl/quality/proofs.py)."""
     from awm_resources.store import ArtifactStore
+    from awm_rl.quality.gate import prove_and_recheck
     from awm_rl.quality.proofs import load_episodes
-    from awm_rl.quality.report import prove_and_recheck
 
     try:
         episodes = load_episodes(args.proofs_from)
@@ -115,7 +115,7 @@ def bench_quality_main(argv: list[str]) -> int:
     import time
 
     from awm_resources.store import ArtifactStore
-    from awm_rl.runtime.check import check_env_code
+    from awm_rl.quality.envcheck import check_env_code
 
     p = argparse.ArgumentParser(prog="awm bench quality", description=bench_quality_main.__doc__)
     p.add_argument("scenarios", nargs="*", help="scenario names (default: every scenario with environment code)")

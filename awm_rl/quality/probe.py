@@ -1,6 +1,6 @@
 """The tool probe: call every tool of a loaded environment with grounded and edge inputs, and classify it.
 
-Runs inside the worker process that hosts the generated code (see `awm_rl.runtime.check`), each
+Runs inside the worker process that hosts the generated code (see `awm_rl.quality.envcheck`), each
 call on a fresh instance of the environment. A tool's status, worst first:
 - `server_error`: a valid input (arguments grounded in the database, including a create that repeats an
   existing unique row, which must answer 4xx) got HTTP 5xx or a timeout (exception, message, arguments kept);

@@ -116,9 +116,9 @@ def prove_episodes(store: ArtifactStore, episodes: list[Any], *, run: str | None
 
 def _prove_scenario(store: ArtifactStore, scenario: str, episodes: list[Any], timeout_s: float,
                     verifier_timeout_s: float) -> list[EpisodeFinding]:
+    from awm_rl.isolation.verification import VerifierJob, run_verifiers
+    from awm_rl.quality.envcheck import check_env_code
     from awm_rl.reward.tasks import CODE_FUNCTION, load_tasks
-    from awm_rl.runtime.check import check_env_code
-    from awm_rl.verification import VerifierJob, run_verifiers
 
     records = {r.task_idx: r for r in load_tasks(store, scenario)}
     findings: list[EpisodeFinding | None] = [None] * len(episodes)

@@ -22,8 +22,8 @@ from pydantic import BaseModel
 
 from awm_resources.documents import AUDIT_FILE
 from awm_resources.store import ArtifactStore, atomic_write_json
+from awm_rl.isolation.verification import VerifierJob, VerifierOutcome, run_verifiers
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
-from awm_rl.verification import VerifierJob, VerifierOutcome, run_verifiers
 
 PROBE_ANSWERS: tuple[str | None, ...] = (
     None,

@@ -10,7 +10,7 @@ Modes:
 The LLM answers JSON `{"classification": "Completed" | "Partially Completed" | "Agent Error" |
 "Environment Error", "reasons": str}`, validated; one corrective retry, then the failure is the
 verdict (Environment Error, reason stored in `judge_error`). Verifiers run batched in the
-sandbox (`awm_rl.verification.run_verifiers`); LLM calls run concurrently; tokens and cost are
+sandbox (`awm_rl.isolation.verification.run_verifiers`); LLM calls run concurrently; tokens and cost are
 recorded per verdict.
 """
 
@@ -25,8 +25,8 @@ from pydantic import BaseModel
 
 from awm_resources.llm import quote
 from awm_rl.agent.episode import Episode, JudgeVerdict
+from awm_rl.isolation.verification import VerifierJob, VerifierOutcome, run_verifiers
 from awm_rl.reward.tasks import CODE_FUNCTION, TaskRecord
-from awm_rl.verification import VerifierJob, VerifierOutcome, run_verifiers
 
 JudgeMode = Literal["code", "llm", "sql"]
 Classification = Literal["Completed", "Partially Completed", "Agent Error", "Environment Error"]

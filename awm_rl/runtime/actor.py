@@ -6,7 +6,7 @@ batch). The actor is declared with unlimited restarts: when its host ends (a han
 stopped, a crash), Ray starts a fresh incarnation and the instances it held answer "not hosted here"
 as Environment Errors.
 
-Where bubblewrap is available (`awm_rl.runtime.sandbox`), the actor is an `IsolatedHost` and generated
+Where bubblewrap is available (`awm_rl.isolation.sandbox`), the actor is an `IsolatedHost` and generated
 code never runs in it: the actor starts one isolated worker process per scenario (`python -m awm_rl.runtime.actor`, in
 bubblewrap: no network, read-only system and only that scenario's folder, its own PID namespace, a
 clean environment, uid nobody) that imports the scenario and serves its instances; the actor forwards
@@ -49,9 +49,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from awm_rl.limits import io_limits
+from awm_rl.isolation.limits import io_limits
+from awm_rl.isolation.process import WorkerProcess
 from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost
-from awm_rl.runtime.process import WorkerProcess
 from awm_rl.runtime.protocol import (
     SNAPSHOT_NAME,
     CallOp,
@@ -117,7 +117,7 @@ class EnvHost:
 
 def host_class(isolate: bool | None = None) -> type[EnvHost]:
     """`IsolatedHost` when `isolate` (default: when bubblewrap is available), else an in-process host."""
-    from awm_rl.runtime.sandbox import sandbox_available
+    from awm_rl.isolation.sandbox import sandbox_available
 
     if isolate is None:
         return IsolatedHost if sandbox_available() else _UnsandboxedHost
@@ -136,7 +136,7 @@ class InProcessHost(EnvHost):
         import fastapi  # noqa: F401 - warm the heavy imports so a scenario's cold start is its own cost
         import sqlalchemy  # noqa: F401 - as above
 
-        from awm_rl.limits import Watchdog, apply_memory_limit, drop_secrets, install_guard
+        from awm_rl.isolation.limits import Watchdog, apply_memory_limit, drop_secrets, install_guard
         from awm_rl.runtime import host as host_mod
 
         self.isolation = isolation
@@ -210,7 +210,7 @@ class _UnsandboxedHost(InProcessHost):
     """The actor body where bubblewrap is unavailable (its `isolation` says why)."""
 
     def __init__(self, store_root: str, **options: Any):
-        from awm_rl.runtime.sandbox import isolation_level
+        from awm_rl.isolation.sandbox import isolation_level
 
         super().__init__(store_root, isolation=isolation_level(), **options)
 
@@ -223,8 +223,8 @@ class IsolatedHost(EnvHost):
                  rss_cap_mb: int | None = 8192, import_timeout_s: float = 60.0,
                  max_open_instances: int = DEFAULT_OPEN_INSTANCES, max_answer_bytes: int | None = None,
                  max_request_bytes: int | None = None):
-        from awm_rl.limits import drop_secrets
-        from awm_rl.runtime.sandbox import isolation_level
+        from awm_rl.isolation.limits import drop_secrets
+        from awm_rl.isolation.sandbox import isolation_level
 
         limits = io_limits(max_answer_bytes, max_request_bytes)
         self.max_answer_bytes = limits["max_answer_bytes"]
@@ -251,7 +251,7 @@ class IsolatedHost(EnvHost):
     def _monitor(self) -> None:
         """Kill a worker that does not answer a request within its deadline, or keeps more files in its
         scratch tmpfs than allowed (`sandbox.scratch_files`); that scenario only."""
-        from awm_rl.runtime.sandbox import scratch_files, scratch_files_limit
+        from awm_rl.isolation.sandbox import scratch_files, scratch_files_limit
 
         limit = scratch_files_limit()
         while True:
@@ -395,15 +395,15 @@ class IsolatedHost(EnvHost):
         return self._run_isolated(_decode(ops), timed=True)
 
     def info(self) -> dict[str, Any]:
-        from awm_rl.runtime.sandbox import seccomp_level
+        from awm_rl.isolation.sandbox import seccomp_level
 
         return {"incarnation": self.incarnation, "pid": os.getpid(), "isolation": self.isolation,
                 "seccomp": seccomp_level(),
                 "workers": {s: w.pid for s, w in list(self._workers.items()) if w.alive}}
 
     def stats(self) -> dict[str, Any]:
-        from awm_rl.limits import rss_bytes
-        from awm_rl.runtime.sandbox import scratch_summary, seccomp_level
+        from awm_rl.isolation.limits import rss_bytes
+        from awm_rl.isolation.sandbox import scratch_summary, seccomp_level
 
         scenarios: dict[str, Any] = {}
         worker_pids: dict[str, int] = {}
@@ -456,8 +456,8 @@ class _ScenarioWorker:
     """The actor's side of one scenario's bubblewrap'd worker: spawn, wait for its import, forward batches."""
 
     def __init__(self, owner: IsolatedHost, scenario: str, folder: Path):
-        from awm_rl.limits import untrusted_env
-        from awm_rl.runtime.sandbox import sandboxed_command
+        from awm_rl.isolation.limits import untrusted_env
+        from awm_rl.isolation.sandbox import sandboxed_command
 
         self.owner = owner
         self.scenario = scenario
@@ -569,7 +569,7 @@ def _serve_worker(store_root: str, options: dict[str, Any], scenario: str) -> in
     """One scenario's isolated worker: an `InProcessHost` that imports `scenario`, says it is
     ready (with the load info, or the load error), then answers one JSON batch at a time. In the sandbox
     it first applies the seccomp filter (or exits), and reports it in its ready and stats answers."""
-    from awm_rl.runtime.seccomp import enforce_in_sandbox
+    from awm_rl.isolation.seccomp import enforce_in_sandbox
 
     seccomp = enforce_in_sandbox()  # before the scenario's code is imported
 

@@ -43,9 +43,9 @@ def serve_main(argv: list[str]) -> int:
     from awm_resources.names import normalize_scenario_name
     from awm_resources.settings import max_answer_bytes, max_request_bytes
     from awm_resources.store import ArtifactStore
+    from awm_rl.isolation.sandbox import isolation_summary, scratch_summary
     from awm_rl.runtime.listening import listening_socket
     from awm_rl.runtime.mcp_server import BodyLimit, build_mcp_server, serve_options
-    from awm_rl.runtime.sandbox import isolation_summary, scratch_summary
     from awm_rl.runtime.served import ServedEnvironment, ServeLoadError
 
     store = ArtifactStore(args.home)

@@ -27,7 +27,7 @@ import sqlalchemy
 import sqlalchemy.engine
 
 from awm_resources.clock import clock_builtins, image_clock, set_now
-from awm_rl.limits import CallTimeout, deadline, untrusted
+from awm_rl.isolation.limits import CallTimeout, deadline, untrusted
 from awm_rl.runtime.db import InstancePool, _Slot, current_slot, open_instance_db
 
 # What the generated code sees as DATABASE_PATH: a SQLAlchemy URL that names no real file, so a

@@ -13,7 +13,7 @@ writes; nothing at all while it still equals the initial database) and it is reo
 (~0.3 ms). Only instances between calls, with no open transaction, are parked.
 
 `MultiHost` holds several scenarios in one process (what a Ray host actor wraps). Both run every
-piece of generated code under the process's limits (`awm_rl.limits`): network refused, a deadline
+piece of generated code under the process's limits (`awm_rl.isolation.limits`): network refused, a deadline
 per call (soft: `CallTimeout` raised in the handler; hard: the watchdog exits the process), and a
 memory cap applied by whoever starts the process. What crosses a call is bounded too (`awm_resources.settings`):
 arguments above `AWM_MAX_REQUEST_BYTES` are refused (an agent error, 413) and an answer above
@@ -44,7 +44,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from awm_rl.limits import CallTimeout, Watchdog, deadline, io_limits, untrusted
+from awm_rl.isolation.limits import CallTimeout, Watchdog, deadline, io_limits, untrusted
 from awm_rl.runtime.asgi import AnswerTooLarge, asgi_request
 from awm_rl.runtime.db import PageDelta, _Slot, build_template, current_slot, open_instance_db, write_db_file
 from awm_rl.runtime.envcode import EnvLoadError, LoadedEnv, load_env
@@ -634,7 +634,7 @@ class MultiHost:
         return self.hosts[scenario].list_tools()
 
     def stats(self) -> dict[str, Any]:
-        from awm_rl.limits import rss_bytes
+        from awm_rl.isolation.limits import rss_bytes
         return {
             "pid": self.pid, "incarnation": self.incarnation, "rss_mb": rss_bytes() / 2**20,
             "scenarios": {k: {"instances": len(h.instances), "cold_start_ms": h.cold_start_ms,

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from awm_rl.limits import io_limits
+from awm_rl.isolation.limits import io_limits
 from awm_rl.runtime.host import DEFAULT_IMPORT_TIMEOUT_S
 from awm_rl.runtime.protocol import (
     CallOp,
@@ -618,7 +618,7 @@ class EnvironmentPool:
 
     def isolation(self) -> str:
         """How the hosts contain generated code, one line (`sandbox.isolation_summary`; hosts that differ, joined)."""
-        from awm_rl.runtime.sandbox import isolation_summary
+        from awm_rl.isolation.sandbox import isolation_summary
 
         return "; ".join(sorted({isolation_summary(str(st.get("isolation")), st.get("seccomp"))
                                  for st in self.host_stats() if st.get("isolation")})) or "unknown"

@@ -28,7 +28,7 @@ class ModelConfig(_Section):
     """The policy: a Hugging Face path/id, or the tiny Qwen3 built locally (tests, demos)."""
 
     path: str | None = Field(default=None, description="model folder or hub id (a GPU run: e.g. Qwen/Qwen3-4B)")
-    tiny: bool = Field(default=False, description="build awm_rl.tiny_model's Qwen3 (random init; a local tokenizer fitted to "
+    tiny: bool = Field(default=False, description="build awm_rl.agent.tiny_model's Qwen3 (random init; a local tokenizer fitted to "
                        "the run's tool listings and tasks)")
     tiny_cache_dir: str | None = Field(default=None, description="where the tiny model is cached (default $AWM_HOME/models)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"

@@ -368,7 +368,7 @@ def _initial_model(config: TrainConfig, pool: Any, tasks: list, rank: int, world
     if not config.model.tiny:
         return config.model.path or ""  # ModelConfig: exactly one of path or tiny is set
     from awm_rl.agent.loop import scenario_tools
-    from awm_rl.tiny_model import build_tiny_qwen3, tiny_model_folder
+    from awm_rl.agent.tiny_model import build_tiny_qwen3, tiny_model_folder
 
     if config.model.tiny_cache_dir is None:  # resolved() sets it for a tiny model
         raise ValueError("model.tiny_cache_dir is not set: pass the config through TrainConfig.resolved()")

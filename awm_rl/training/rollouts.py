@@ -397,7 +397,7 @@ class StepRecords:
 
     def record(self, step: int, scored: ScoredRound) -> None:
         from awm_resources.difficulty import record_rollouts
-        from awm_rl.evaluation import outcome_rows
+        from awm_rl.evaluation.catalog import outcome_rows
 
         batch = self._batches.get(step, 0)
         self._batches[step] = batch + 1

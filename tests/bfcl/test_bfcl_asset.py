@@ -46,7 +46,7 @@ def test_asset_evaluates_the_latest_trained_model_and_fails_clearly_without_one(
     failure = [e for e in result.all_events if e.is_step_failure][0]
     assert "no trained model" in failure.step_failure_data.error.message
     # A trained model as GRPO training leaves it (here: the tiny model saved as `final/`).
-    from awm_rl.tiny_model import build_tiny_qwen3
+    from awm_rl.agent.tiny_model import build_tiny_qwen3
 
     run = tmp_path / "training" / "tiny" / "run1"
     model, tokenizer = build_tiny_qwen3(tmp_path / "models")

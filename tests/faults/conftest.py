@@ -19,7 +19,7 @@ import pytest
 @pytest.fixture(autouse=True)
 def require_bubblewrap():
     """These attacks must fail inside OS isolation: without bubblewrap the suite fails, it never skips."""
-    from awm_rl.runtime.sandbox import INSTALL_HINT, isolation_level
+    from awm_rl.isolation.sandbox import INSTALL_HINT, isolation_level
 
     level = isolation_level()
     if level != "bubblewrap":

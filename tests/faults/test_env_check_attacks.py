@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from awm_rl.runtime.check import check_env_code
+from awm_rl.quality.envcheck import check_env_code
 
 from .conftest import descendants, processes_with, wait_gone
 
@@ -26,7 +26,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 PRELUDE = '''
 import json, os, socket
-import awm_rl.limits as _limits
+import awm_rl.isolation.limits as _limits
 _limits._guard_state["permanent"] = False   # switch the audit-hook guard off from inside
 _limits._guard_state["depth"] = 0
 seen = {}
@@ -227,4 +227,4 @@ def test_a_good_environment_still_checks_in_the_sandbox(tmp_path, probe):
     result = check_env_code(BAD_ENV, _db(tmp_path), expected_tools=["add_note", "list_notes"], probe=probe)
     assert result.isolation == "bubblewrap"
     assert result.health_tool == "list_notes" and result.health_status == 200, result.error
-    assert [p for p in descendants() if p in processes_with("awm_rl.runtime.check")] == []
+    assert [p for p in descendants() if p in processes_with("awm_rl.quality.envcheck")] == []

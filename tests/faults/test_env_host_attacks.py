@@ -29,7 +29,7 @@ from fastapi import FastAPI
 from sqlalchemy import Column, Integer, String, create_engine
 from sqlalchemy.orm import declarative_base, sessionmaker
 
-import awm_rl.limits as _limits
+import awm_rl.isolation.limits as _limits
 
 DATABASE_PATH = os.getenv("DATABASE_PATH", "sqlite:///hostile.db")
 engine = create_engine(DATABASE_PATH, connect_args={"check_same_thread": False})

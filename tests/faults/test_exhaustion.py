@@ -14,10 +14,10 @@ import time
 import httpx
 import pytest
 
+from awm_rl.isolation.verification import run_verifier
+from awm_rl.quality.envcheck import check_env_code
 from awm_rl.runtime.actor import IsolatedHost
-from awm_rl.runtime.check import check_env_code
 from awm_rl.runtime.protocol import CreateOp
-from awm_rl.verification import run_verifier
 
 from .test_verifier_attacks import hostile
 
@@ -266,7 +266,7 @@ def dbs_for_verifier(tmp_path):
 
 
 def test_limits_are_settings_that_name_a_bad_value(monkeypatch):
-    from awm_rl import settings
+    from awm_resources import settings
 
     monkeypatch.setenv("AWM_SCRATCH_MB", "32")
     monkeypatch.setenv("AWM_SCRATCH_MB_CHECK", "256")

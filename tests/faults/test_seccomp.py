@@ -1,4 +1,4 @@
-"""The seccomp filter inside the sandbox (`awm_rl.runtime.seccomp`): hostile code calls the kernel's riskiest
+"""The seccomp filter inside the sandbox (`awm_rl.isolation.seccomp`): hostile code calls the kernel's riskiest
 interfaces directly (ctypes `syscall()`, the Python guards switched off first) from every sandboxed entry
 point (env check, host worker, `awm serve`, verifier); each call fails with EPERM (clone3: ENOSYS), while
 ordinary work (fork, a subprocess, a thread) still runs. Plus the BPF program itself, applied in a forked
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from awm_rl.runtime import seccomp
-from awm_rl.runtime.sandbox import bwrap_path, sandboxed_command, seccomp_level
+from awm_rl.isolation import seccomp
+from awm_rl.isolation.sandbox import bwrap_path, sandboxed_command, seccomp_level
 
 ARCH = seccomp.native_arch()
 NUMBERS = seccomp.SYSCALLS.get(ARCH or "", {})
@@ -220,7 +220,7 @@ def test_sandbox_starts_workers_with_the_filter(require_bubblewrap):
 ENV_ATTACK = '''
 import json, os
 from fastapi import FastAPI
-import awm_rl.limits as _limits
+import awm_rl.isolation.limits as _limits
 
 app = FastAPI(title="syscalls")
 NRS = %(nrs)r
@@ -248,7 +248,7 @@ def _db(tmp_path: Path) -> Path:
 
 
 def test_env_check_worker_is_filtered(tmp_path):
-    from awm_rl.runtime.check import check_env_code
+    from awm_rl.quality.envcheck import check_env_code
 
     code = ENV_ATTACK + '''
 _limits._guard_state["permanent"] = False
@@ -315,7 +315,7 @@ def test_awm_serve_is_filtered(tmp_path):
 
 
 def test_verifier_is_filtered(tmp_path):
-    from awm_rl.verification import run_verifier
+    from awm_rl.isolation.verification import run_verifier
 
     body = "\n".join("    " + line for line in PROBE.strip("\n").splitlines())
     verifier = f'''

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from awm_rl.verification import WORKER_SCRIPT, VerifierJob, VerifierSandbox, run_verifier, run_verifiers
+from awm_rl.isolation.verification import WORKER_SCRIPT, VerifierJob, VerifierSandbox, run_verifier, run_verifiers
 
 from .conftest import wait_gone
 
@@ -220,7 +220,7 @@ return {{"status": status}}
 def test_a_verifier_that_makes_itself_traced_is_killed_not_the_worker(dbs, monkeypatch):
     """Without the seccomp filter (which denies ptrace) a verifier can ptrace(TRACEME) and stop on a signal:
     the worker reports it and kills it, and goes on serving the next verifier."""
-    from awm_rl.runtime import sandbox
+    from awm_rl.isolation import sandbox
 
     attack = hostile('''
 ctypes = real_import("ctypes")

@@ -1,4 +1,4 @@
-"""Warm verifier sandboxes (`awm_rl.verification.WARM`): kept between `run_verifiers` calls, yet each verdict
+"""Warm verifier sandboxes (`awm_rl.isolation.verification.WARM`): kept between `run_verifiers` calls, yet each verdict
 sees only its own two database copies and a fresh process, whatever the verdicts before it did.
 
 The hostile verifier switches the worker's Python-level guard off first (as in test_verifier_attacks.py), so
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from awm_rl.verification import PRISTINE_KEPT, WARM, VerifierJob, run_verifier, run_verifiers
+from awm_rl.isolation.verification import PRISTINE_KEPT, WARM, VerifierJob, run_verifier, run_verifiers
 
 from .test_verifier_attacks import HONEST, hostile
 

@@ -76,8 +76,8 @@ def test_stock_grpo_trainer_two_steps_on_catalog_environments(store_root, pool, 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from trl import GRPOConfig, GRPOTrainer
 
+    from awm_rl.agent.tiny_model import build_tiny_qwen3, tiny_model_folder
     from awm_rl.reward import CLASS_REWARD
-    from awm_rl.tiny_model import build_tiny_qwen3, tiny_model_folder
 
     G, per_step = 2, 4
     with _environments(store_root, pool, num_generations=G, seed=1) as envs:
@@ -115,9 +115,9 @@ def test_stock_trainer_routes_rows_to_several_environments(store_root, pool, tmp
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from trl import GRPOConfig, GRPOTrainer
 
+    from awm_rl.agent.tiny_model import build_tiny_qwen3, tiny_model_folder
     from awm_rl.integrations.catalog import IntegrationError
     from awm_rl.integrations.trl_env import AWMEnvironments
-    from awm_rl.tiny_model import build_tiny_qwen3, tiny_model_folder
 
     scenarios = [SCENARIO, "restaurant_reservations"]
     with AWMEnvironments(store_root, scenarios=scenarios, pool=pool, num_generations=2) as envs:
@@ -149,8 +149,8 @@ def test_final_answers_reach_the_verifier_through_reward_func(store_root, pool, 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from trl import GRPOConfig, GRPOTrainer
 
+    from awm_rl.agent.tiny_model import build_tiny_qwen3, tiny_model_folder
     from awm_rl.integrations.catalog import IntegrationError
-    from awm_rl.tiny_model import build_tiny_qwen3, tiny_model_folder
 
     solution = json.loads((ROOT / "seeds" / "solutions" / f"{SCENARIO}.json").read_text())
     task = next(t for t in solution["tasks"] if t["task_idx"] == 0)

@@ -140,7 +140,7 @@ def test_the_policy_key_setting_and_the_rollout_command(agent_store, pool, tmp_p
                                                         capsys):
     """AWM_POLICY_API_KEY reaches the wire; `awm rollout` without any key exits 2 with the one error, and with the
     key runs the recorded episode to completion and reports the reasoning rule it applied."""
-    from awm_rl.commands_rollout import rollout_main
+    from awm_rl.evaluation.commands import rollout_main
 
     server = FakeLLMServer(RECORDINGS, shape="reasoning_content").start()
     try:

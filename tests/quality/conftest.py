@@ -422,6 +422,6 @@ def quality_store(tmp_path_factory):
 @pytest.fixture(scope="module")
 def quality_result(quality_store):
     """`scenario_quality` of the test environment (run once per module: it starts worker processes)."""
-    from awm_rl.quality.report import scenario_quality
+    from awm_rl.quality.gate import scenario_quality
 
     return scenario_quality(quality_store, SCENARIO)

@@ -114,7 +114,7 @@ def test_recorded_episodes_become_proofs_with_provenance(agent_store, ray_addres
         assert log["run"] == "real-model-agent" and log["solutions_added"] == tasks
 
     # The quality gate now counts the task proven, by the agent's trajectory.
-    from awm_rl.quality.report import quality
+    from awm_rl.quality.gate import quality
 
     gate = {t["task_idx"]: t for t in quality(agent_store, ["crowdfunding_platform_1"])["scenarios"][0]["tasks"]}
     assert gate[1]["solvable"] == "yes", gate[1]

@@ -67,7 +67,7 @@ def test_a_task_blocked_by_data_goes_to_the_data_change_path(tmp_path):
     verifier_at_fault case, marked so by hand) and asks for INSERTs of the rows it presupposes, naming the row."""
     from awm_assets.synthesis.repair import _solutions_phase
     from awm_resources.llm import LLMClient
-    from awm_rl.quality.report import quality
+    from awm_rl.quality.gate import quality
     from benchmarks.repair import verifier_at_fault
 
     store, scenario = verifier_at_fault(tmp_path / "case")

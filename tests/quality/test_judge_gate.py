@@ -8,7 +8,7 @@ import pytest
 
 from awm_resources.llm import LLMClient
 from awm_resources.store import ArtifactStore
-from awm_rl.quality.report import quality, stored_quality
+from awm_rl.quality.gate import quality, stored_quality
 from awm_rl.reward.judge import Judge
 from tests.quality.conftest import SCENARIO, write_scenario
 

@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from awm_rl.runtime.check import check_env_code
+from awm_rl.quality.envcheck import check_env_code
 
 ENV_CODE = '''
 import os

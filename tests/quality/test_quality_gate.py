@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from awm_rl.quality.report import INELIGIBLE, QUALITY_FILE, stored_quality, summarize_batch
+from awm_rl.quality.gate import INELIGIBLE, QUALITY_FILE, stored_quality, summarize_batch
 from tests.conftest import GENERATED_DIR, GENERATED_SCENARIOS, PROJECT_ROOT
 from tests.quality.conftest import (
     ENV_CODE,
@@ -227,7 +227,7 @@ def test_quality_json_is_stored_and_invalidated(quality_store, quality_result, t
 # ------------------------------------------------------------------------------------ check_env_code
 
 def test_check_env_code_runs_probe_and_solutions(tmp_path):
-    from awm_rl.runtime.check import check_env_code
+    from awm_rl.quality.envcheck import check_env_code
 
     initial = tmp_path / "initial.db"
     write_initial_db(initial)
@@ -280,7 +280,7 @@ def test_cli_quality_unknown_scenario(quality_store):
 
 def test_unchecked_scenario_keeps_the_documented_keys(tmp_path):
     from awm_resources.store import ArtifactStore
-    from awm_rl.quality.report import scenario_quality
+    from awm_rl.quality.gate import scenario_quality
 
     folder = tmp_path / "scenarios" / "no_db"
     folder.mkdir(parents=True)
@@ -298,7 +298,7 @@ def corpus_quality(tmp_path_factory):
         pytest.skip(f"the AWM corpus is absent: expected {GENERATED_DIR} (../shared/awm-corpus/generated)")
     from awm_resources.interop import import_awm_dir
     from awm_resources.store import ArtifactStore
-    from awm_rl.quality.report import scenario_quality
+    from awm_rl.quality.gate import scenario_quality
 
     store = ArtifactStore(tmp_path_factory.mktemp("quality_corpus"))
     report = import_awm_dir(GENERATED_DIR, store)

@@ -79,7 +79,7 @@ def corpus_store(tmp_path, monkeypatch):
 
 
 def _original_solution_run(code: str, initial: Path, solution: dict) -> list[dict]:
-    from awm_rl.runtime.check import check_env_code
+    from awm_rl.quality.envcheck import check_env_code
 
     with tempfile.TemporaryDirectory() as tmp:
         check = check_env_code(code, initial, timeout_s=60, solutions={0: solution}, snapshot_dir=Path(tmp))

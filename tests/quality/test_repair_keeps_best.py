@@ -128,7 +128,7 @@ def test_a_task_whose_goal_already_holds_goes_to_the_data_change_path(tmp_path):
     the project it asks to create exists under its unique name) is repaired by a data change that takes the
     target out, checked against the other tasks (recording written by hand, tests/quality/recordings)."""
     from awm_assets.synthesis.repair import _solutions_phase
-    from awm_rl.quality.report import quality
+    from awm_rl.quality.gate import quality
     from benchmarks.repair import verifier_at_fault
     from tests.quality.conftest import SCENARIO
 

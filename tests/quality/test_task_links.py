@@ -63,7 +63,7 @@ def test_the_gate_marks_blocked_and_goal_met_tasks_of_an_awm1k_environment(corpu
     """gofundme (AWM pipeline output): its recurring-donation tool is shadowed, its receipt tool fails on every
     valid input, and the initial data already holds the campaign task 0 asks to create."""
     from awm_assets.synthesis.catalog import catalog_entry
-    from awm_rl.quality.report import scenario_quality
+    from awm_rl.quality.gate import scenario_quality
 
     result = scenario_quality(corpus_store, "gofundme")
     tasks = {t["task_idx"]: t for t in result["tasks"]}

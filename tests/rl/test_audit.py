@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from awm_rl.agent import Episode
-from awm_rl.commands_rollout import audit_main
 from awm_rl.reward import Judge, audit_verifiers, excluded_tasks, load_tasks, score_episode, summarize
 from awm_rl.reward.audit import AUDIT_FILE, write_audit
+from awm_rl.reward.commands import audit_main
 from tests.conftest import GENERATED_SCENARIOS
 
 

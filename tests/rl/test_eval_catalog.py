@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 
 from awm_rl.agent import PolicyOutput, PolicyRequest, ScriptedPolicy
-from awm_rl.eval_metrics import pass_at_k
-from awm_rl.evaluation import EvaluationRunError, RequestLimit, evaluate, read_episodes
+from awm_rl.evaluation.catalog import EvaluationRunError, RequestLimit, evaluate, read_episodes
+from awm_rl.evaluation.metrics import pass_at_k
 from awm_rl.reward import Judge
 from tests.rl.conftest import solution_files
 
@@ -50,8 +50,8 @@ class AttemptPolicy:
 
 
 def _first_tasks(store, per_env: int) -> list[tuple[str, int]]:
-    from awm_rl.evaluation import catalog_scenarios, select_tasks
-    from awm_rl.quality.report import ineligible_tasks
+    from awm_rl.evaluation.catalog import catalog_scenarios, select_tasks
+    from awm_rl.quality.gate import ineligible_tasks
 
     scenarios = catalog_scenarios(store)
     return [(r.scenario, r.task_idx) for r in select_tasks(store, scenarios, per_env, ineligible_tasks(store, scenarios))]
@@ -143,7 +143,7 @@ def test_a_run_stopped_by_a_configuration_error_resumes_without_redoing_episodes
 
 
 def test_the_command_reports_the_reference_on_the_catalog(demo_store, tmp_path, capsys, monkeypatch):
-    from awm_rl.evaluation_commands import main
+    from awm_rl.evaluation.commands import catalog_main as main
 
     out = tmp_path / "cmd"
     code = main(["--policy", "reference", "--tasks-per-env", "1", "--k", "2", "--seed", "3", "--store",

@@ -120,7 +120,7 @@ def test_score_requires_a_verdict_for_normal_endings():
 
 @pytest.mark.slow
 def test_evaluate_reference_policy_over_the_demo_catalog(demo_store, tmp_path):
-    from awm_rl.evaluation import evaluate
+    from awm_rl.evaluation.catalog import evaluate
     from awm_rl.runtime.pool import EnvironmentPool
 
     policy = ScriptedPolicy.from_solutions(solution_files())

@@ -16,7 +16,7 @@ from awm_rl.agent import (
     run_episodes,
 )
 from awm_rl.agent.qwen3 import call_tool_turn, list_tools_turn, render_turn
-from awm_rl.commands_rollout import rollout_main
+from awm_rl.evaluation.commands import rollout_main
 from awm_rl.reward import Judge, load_task, load_tasks, score_episode, score_episodes
 from tests.rl.conftest import solution_files
 
@@ -152,7 +152,7 @@ def test_server_error_stops_with_zero(corpus_store, tmp_path):
 
 
 def test_tiny_transformers_policy_runs_an_episode(demo_store, demo_pool, tmp_path):
-    from awm_rl.tiny_model import build_tiny_qwen3
+    from awm_rl.agent.tiny_model import build_tiny_qwen3
 
     model, tokenizer = build_tiny_qwen3(tmp_path / "models")
     assert (tmp_path / "models" / "tiny-qwen3" / "config.json").is_file()

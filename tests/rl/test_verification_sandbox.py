@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from awm_rl.verification import VerifierJob, VerifierSandbox, run_verifier, run_verifiers
+from awm_rl.isolation.verification import VerifierJob, VerifierSandbox, run_verifier, run_verifiers
 
 
 @pytest.fixture()
@@ -280,7 +280,7 @@ def test_stdlib_modules_work_in_a_verifier(dbs):
 
 
 def test_every_allowed_module_imports(dbs):
-    from awm_rl._verifier_worker import ALLOWED_IMPORTS
+    from awm_rl.isolation.verifier_worker import ALLOWED_IMPORTS
 
     code = (
         "def verify_task(initial_db_path, final_db_path):\n"

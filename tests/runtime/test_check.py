@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from awm_rl.runtime.check import check_env_code
+from awm_rl.quality.envcheck import check_env_code
 
 from .conftest import BAD_ENV
 

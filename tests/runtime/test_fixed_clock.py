@@ -95,8 +95,8 @@ def test_the_same_environment_imported_twice_is_the_same_version(two_imports):
 
 
 def test_server_sqlite_and_verifier_see_the_environments_now(two_imports, tmp_path):
-    from awm_rl.runtime.check import check_env_code
-    from awm_rl.verification import VerifierJob, run_verifiers
+    from awm_rl.isolation.verification import VerifierJob, run_verifiers
+    from awm_rl.quality.envcheck import check_env_code
 
     store = two_imports[0]
     # A copy of the imported database carries its clock (the SQLite header), so does every instance of it.
@@ -149,7 +149,7 @@ def add_note(body: str):
 def test_current_timestamp_defaults_read_the_clock_in_the_build_and_in_every_instance(tmp_path):
     from awm_resources.clock import fixed_clock_sql
     from awm_resources.sqlite_build import SampleTable, SchemaTable, build_database
-    from awm_rl.runtime.check import check_env_code
+    from awm_rl.quality.envcheck import check_env_code
 
     now = dt.datetime(2025, 3, 1, 9, 30)
     assert fixed_clock_sql("SELECT CURRENT_DATE, 'CURRENT_TIMESTAMP' FROM t") == \
@@ -202,7 +202,7 @@ def agenda_for_day(day: str):
 
 def test_the_tool_probe_dates_by_the_environments_clock(tmp_path):
     from awm_resources.sqlite_build import SchemaTable, build_database
-    from awm_rl.runtime.check import check_env_code
+    from awm_rl.quality.envcheck import check_env_code
 
     table = SchemaTable(name="agenda", ddl="CREATE TABLE agenda (id INTEGER PRIMARY KEY, title TEXT)")
     build_database(tmp_path / "initial.db", [table], [], now=dt.datetime(2024, 7, 1, 8, 0))  # no dates stored

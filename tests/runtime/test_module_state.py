@@ -1,5 +1,5 @@
 """Module-level mutable state in generated code is detected by the env check and the environment rejected
-(`awm_rl.runtime.check`: a global changed by a call, or two fresh instances that diverge after identical
+(`awm_rl.quality.envcheck`: a global changed by a call, or two fresh instances that diverge after identical
 calls while a freshly imported module reproduces the first); randomness alone is not rejected."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-from awm_rl.runtime.check import check_env_code
+from awm_rl.quality.envcheck import check_env_code
 
 BASE = '''
 import os, random, itertools, uuid

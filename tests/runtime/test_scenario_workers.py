@@ -12,10 +12,10 @@ import time
 import psutil
 import pytest
 
+from awm_rl.isolation.sandbox import sandbox_available
 from awm_rl.runtime.actor import IMPORT_CRASH_LIMIT, IsolatedHost
 from awm_rl.runtime.pool import EnvironmentLoadError, EnvironmentPool
 from awm_rl.runtime.protocol import CallOp, OpError, ResetOp
-from awm_rl.runtime.sandbox import sandbox_available
 
 from .conftest import BAD_ENV, make_scenario
 

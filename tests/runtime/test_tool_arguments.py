@@ -17,7 +17,7 @@ import pytest
 
 from awm_rl.agent.qwen3 import call_tool_turn, list_tools_turn, parse_response
 from awm_rl.agent.validator import FormatValidator
-from awm_rl.runtime.check import check_env_code
+from awm_rl.quality.envcheck import check_env_code
 from awm_rl.runtime.tools import build_tool_routes, tool_routes_from_openapi
 
 SHAPES_APP = '''

@@ -27,7 +27,7 @@ def training_store(corpus_store, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer(tmp_path_factory):
-    from awm_rl.tiny_model import build_tiny_qwen3
+    from awm_rl.agent.tiny_model import build_tiny_qwen3
 
     _, tokenizer = build_tiny_qwen3(tmp_path_factory.mktemp("tiny_model"))
     return tokenizer

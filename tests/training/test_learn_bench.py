@@ -68,7 +68,7 @@ def test_decoys_fail_the_verifier_json_shape_and_no_signal_no_update(small_bench
 def test_warm_start_stops_before_the_update_where_the_rule_holds(tmp_path):
     import torch
 
-    from awm_rl.tiny_model import build_tiny_qwen3
+    from awm_rl.agent.tiny_model import build_tiny_qwen3
     from awm_rl.training.warm_start import supervised_steps
 
     model, tokenizer = build_tiny_qwen3(tmp_path)

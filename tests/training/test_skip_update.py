@@ -49,7 +49,7 @@ def trainer(tmp_path_factory):
     from trl import GRPOConfig
 
     from awm_rl.agent.loop import LoopConfig
-    from awm_rl.tiny_model import MODEL_FOLDER, build_tiny_qwen3
+    from awm_rl.agent.tiny_model import MODEL_FOLDER, build_tiny_qwen3
     from awm_rl.training.trainer import AWMGRPOTrainer, RolloutContext, awm_episode_reward
 
     root = tmp_path_factory.mktemp("skip_update")

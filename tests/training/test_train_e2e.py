@@ -121,7 +121,7 @@ def test_the_tiny_tokenizer_is_fitted_to_the_runs_listings(tiny_run):
     2,908 tokens), and the generic one is not what the run used."""
     from transformers import AutoTokenizer
 
-    from awm_rl.tiny_model import build_tokenizer
+    from awm_rl.agent.tiny_model import build_tokenizer
 
     out, stdout = tiny_run
     assert "policy " in stdout and "/models/tiny-qwen3-" in stdout  # a folder per fitted tokenizer

@@ -31,7 +31,7 @@ def trainers(tmp_path_factory):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from awm_rl.tiny_model import MODEL_FOLDER, build_tiny_qwen3
+    from awm_rl.agent.tiny_model import MODEL_FOLDER, build_tiny_qwen3
     from awm_rl.training.trainer import AWMGRPOTrainer, RolloutContext, awm_episode_reward
 
     root = tmp_path_factory.mktemp("parity")

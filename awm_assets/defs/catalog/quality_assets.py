@@ -1,6 +1,6 @@
 """The quality gate in Dagster: a per-scenario asset check on `verifiers` and the batch's `environment_quality`.
 
-Thin: the check calls `awm_rl.quality.report`, which stores each scenario's result keyed by the digest of
+Thin: the check calls `awm_rl.quality.gate`, which stores each scenario's result keyed by the digest of
 what it checked; the asset goes through the catalog's index (`synthesis.catalog.assemble_catalog`), so a
 refresh re-reads and re-checks only scenarios whose files changed.
 """
@@ -51,7 +51,7 @@ def _task_rows(result: dict) -> str:
                             "on valid input or no task is eligible.")
 def environment_quality_gate(context: dg.AssetCheckExecutionContext, store: StoreResource,
                              judge_llm: LLMResource) -> dg.AssetCheckResult:
-    from awm_rl.quality.report import quality
+    from awm_rl.quality.gate import quality
 
     st = store.get_store()
     key = context.partition_key

@@ -1,5 +1,5 @@
 """`evaluation` asset: run a policy over the environment catalog and record pass rates (thin; see
-awm_rl.evaluation). Needs the `store` and `judge_llm` resources (the judge LLM is configured
+awm_rl.evaluation.catalog). Needs the `store` and `judge_llm` resources (the judge LLM is configured
 apart from the synthesis LLM; `replay`/code mode works offline). No `from __future__ import
 annotations` here: Dagster resolves the config and resource annotations at definition time."""
 
@@ -17,7 +17,7 @@ CATEGORY_FIELDS = ["tasks", "episodes", "pass_at_1", "pass_at_k", "mean_turns", 
 
 
 class EvaluationConfig(ChatPolicyConfig):
-    """The options of `awm eval catalog` (awm_rl.evaluation_commands), for the same function; a chat policy's key
+    """The options of `awm eval catalog` (awm_rl.evaluation.commands), for the same function; a chat policy's key
     comes from AWM_POLICY_API_KEY (or the provider's variable), never from run config, which the UI shows."""
 
     policy: str = Field(default="reference", description="reference | chat:<litellm model> | transformers:<path> | tiny | vllm:<model>")
@@ -50,7 +50,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig, stor
                judge_llm: LLMResource) -> dg.MaterializeResult:
     from awm_rl.agent import make_policy
     from awm_rl.agent.policies import PolicyError
-    from awm_rl.evaluation import evaluate
+    from awm_rl.evaluation.catalog import evaluate
     from awm_rl.reward import Judge
     from awm_rl.runtime.pool import EnvironmentPool
 

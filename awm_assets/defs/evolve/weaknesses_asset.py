@@ -1,4 +1,4 @@
-"""`weaknesses` asset: what the evaluated policy fails at, with evidence (thin; see awm_rl.weaknesses).
+"""`weaknesses` asset: what the evaluated policy fails at, with evidence (thin; see awm_rl.evaluation.weaknesses).
 No `from __future__ import annotations` here: Dagster resolves the config and resource annotations at
 definition time."""
 
@@ -42,7 +42,7 @@ def evaluation_dir_of(instance: dg.DagsterInstance, root: Path, configured: str)
                 "wrong tool, bad arguments, gave up, environment error), each with the failed episodes' files.",
 )
 def weaknesses(context: dg.AssetExecutionContext, config: WeaknessesConfig, store: StoreResource) -> dg.MaterializeResult:
-    from awm_rl.weaknesses import analyze, write_report
+    from awm_rl.evaluation.weaknesses import analyze, write_report
 
     st = store.get_store()
     folder = evaluation_dir_of(context.instance, st.root, config.evaluation_dir)

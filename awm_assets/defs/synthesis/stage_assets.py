@@ -19,7 +19,7 @@ from awm_assets.synthesis.runner import AttemptContext, AttemptFailed, StageExha
 from awm_assets.synthesis.stages import build_stage
 from awm_resources.llm import LLMConfigError, ReplayMissingError
 from awm_resources.store import PIPELINE_STAGES
-from awm_rl.runtime.sandbox import isolation_summary
+from awm_rl.isolation.sandbox import isolation_summary
 
 GROUP = "synthesis"
 DESCRIPTIONS = {

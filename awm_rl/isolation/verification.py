@@ -3,8 +3,8 @@
 A verifier is generated code: `verify_task(initial_db_path, final_db_path) -> dict` (sql mode,
 evidence for the judge) or `verify_task_completion(initial_db_path, final_db_path,
 final_answer=None) -> {"result": "complete" | "others"}` (code mode). It runs in a fresh
-interpreter (`awm_rl/_verifier_worker.py`, stdlib only, clean environment) inside bubblewrap
-(`awm_rl.runtime.sandbox`: no network, own PID namespace, read-only system and worker code, nothing
+interpreter (`awm_rl/isolation/verifier_worker.py`, stdlib only, clean environment) inside bubblewrap
+(`awm_rl.isolation.sandbox`: no network, own PID namespace, read-only system and worker code, nothing
 writable, uid nobody, a seccomp filter; Python-level guards only when bubblewrap is unavailable, see
 `isolation_level()`), with RLIMIT_CPU, RLIMIT_AS and RLIMIT_FSIZE=0, a wall-clock timeout enforced
 from here, an import allow-list, an audit hook refusing writes, processes, network and other
@@ -43,11 +43,11 @@ from pydantic import BaseModel, Field
 
 from awm_resources.documents import verifier_functions as verifier_functions  # one owner; callers import it here
 from awm_resources.settings import scratch_mb
-from awm_rl.runtime.process import WorkerProcess
-from awm_rl.runtime.sandbox import isolation_level, sandbox_available, sandboxed_command, seccomp_level
+from awm_rl.isolation.process import WorkerProcess
+from awm_rl.isolation.sandbox import isolation_level, sandbox_available, sandboxed_command, seccomp_level
 
 # The import allow-list lives in the worker script (ALLOWED_IMPORTS there): it runs stdlib-only.
-WORKER_SCRIPT = Path(__file__).with_name("_verifier_worker.py")
+WORKER_SCRIPT = Path(__file__).with_name("verifier_worker.py")
 VerifierFunction = Literal["verify_task_completion", "verify_task"]
 ErrorKind = Literal[
     "timeout", "memory", "crash", "bad_return", "forbidden_import", "forbidden_operation",

@@ -66,7 +66,7 @@ class WorkerProcess:
     def __init__(self, argv: Sequence[str], *, env: dict[str, str], cwd: Any = None, stdin: Any = subprocess.PIPE,
                  stdout: Any = subprocess.PIPE, text: bool = False, tail_lines: int = 12,
                  log_prefix: str | None = None):
-        from awm_rl.runtime.sandbox import spawn
+        from awm_rl.isolation.sandbox import spawn
 
         options: dict[str, Any] = dict(encoding="utf-8", bufsize=1) if text else {}
         self.proc = spawn(argv, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, env=env, cwd=cwd, text=text,
@@ -121,7 +121,7 @@ class WorkerProcess:
 
     def death(self, wait_s: float = 10.0) -> Death:
         """How it ended (waits up to `wait_s` for it, then up to half a second for its last stderr lines)."""
-        from awm_rl.runtime.sandbox import returncode_signal
+        from awm_rl.isolation.sandbox import returncode_signal
 
         status = self.wait(wait_s)
         if status is not None:

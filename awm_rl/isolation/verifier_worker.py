@@ -1,7 +1,7 @@
-"""Sandbox worker for untrusted verifier code (stdlib only; started by awm_rl.verification).
+"""Sandbox worker for untrusted verifier code (stdlib only; started by awm_rl.isolation.verification).
 
 Runs as its own interpreter (`python -I -S this_file MEMORY_MB CPU_BUDGET_S [own-pid-namespace]`),
-normally inside bubblewrap (`awm_rl.runtime.sandbox`: no network, read-only system, this file
+normally inside bubblewrap (`awm_rl.isolation.sandbox`: no network, read-only system, this file
 read-only, no writable folder, own PID namespace, uid nobody), with no project imports and a clean
 environment. It reads one JSON job per line from a private copy of stdin and writes one JSON
 outcome per line to a private copy of stdout.
@@ -14,7 +14,7 @@ dies with its child, so no verifier can change another's verdict; after each job
 process the child left behind is killed before the next job starts. The zygote is not dumpable
 (no ptrace, no /proc/<pid>/mem or fd access from the children) and under root without a user
 namespace it drops to `nobody` (file permissions then protect the project). In the sandbox it first
-applies the seccomp filter of `awm_rl/runtime/seccomp.py` (stdlib only, loaded by path), which every job
+applies the seccomp filter of `awm_rl/isolation/seccomp.py` (stdlib only, loaded by path), which every job
 inherits, or exits.
 """
 
@@ -67,7 +67,8 @@ def _load_clock() -> types.ModuleType:
     which the databases a job names carry in their header."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "awm_resources", "clock.py")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "awm_resources",
+                        "clock.py")
     spec = importlib.util.spec_from_file_location("_awm_clock", path)
     if spec is None or spec.loader is None or not os.path.isfile(path):
         raise RuntimeError(f"verifier worker: the clock module is missing at {path}")
@@ -564,13 +565,13 @@ def _children() -> list[int]:
 
 
 def _enforce_seccomp() -> None:
-    """In the sandbox (AWM_SECCOMP=1): the seccomp filter of `awm_rl/runtime/seccomp.py` (loaded by path:
+    """In the sandbox (AWM_SECCOMP=1): the seccomp filter of `awm_rl/isolation/seccomp.py` (loaded by path:
     this worker imports no project package), before anything else; it exits if the filter cannot be applied."""
     if os.environ.get("AWM_SECCOMP") != "1":
         return
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "seccomp.py")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seccomp.py")
     try:
         spec = importlib.util.spec_from_file_location("_awm_seccomp", path)
         if spec is None or spec.loader is None:

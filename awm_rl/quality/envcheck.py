@@ -2,10 +2,10 @@
 
 `check_env_code(code, initial_db, expected_tools=...)` is what the env_code synthesis stage uses to
 accept an attempt (paper: "it imports, starts, answers a health check and lists every tool"). The
-code runs in `python -m awm_rl.runtime.check` (a fresh interpreter in its own process group, inside
+code runs in `python -m awm_rl.quality.envcheck` (a fresh interpreter in its own process group, inside
 bubblewrap where available: no network, its own PID namespace, a read-only system, writable only its
 temporary folder and the snapshot folder, a clean environment, uid nobody, a seccomp filter; see
-`awm_rl.runtime.sandbox`; `EnvCodeCheck.isolation` and `.seccomp` say which) against a copy of the initial
+`awm_rl.isolation.sandbox`; `EnvCodeCheck.isolation` and `.seccomp` say which) against a copy of the initial
 database, with the network refused, an address-space cap and a deadline; the parent kills the whole group (the
 sandbox's PID namespace with it) when the deadline passes. Code that hangs at import, calls `sys.exit`
 or `os._exit`, segfaults or allocates without bound yields `ok=False` and a clear `error`; the
@@ -92,7 +92,7 @@ def check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | N
                    timeout_s: float = 30, memory_mb: int = 1024, probe: bool = False,
                    solutions: dict[int, dict] | None = None, snapshot_dir: Path | None = None) -> EnvCodeCheck:
     from awm_resources.settings import scratch_mb
-    from awm_rl.runtime.sandbox import isolation_level, scratch_summary, seccomp_level
+    from awm_rl.isolation.sandbox import isolation_level, scratch_summary, seccomp_level
 
     result = _check_env_code(code, initial_db, expected_tools=expected_tools, timeout_s=timeout_s,
                              memory_mb=memory_mb, probe=probe, solutions=solutions, snapshot_dir=snapshot_dir)
@@ -109,12 +109,12 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
 
     With `probe`, every tool is also called with grounded and edge inputs (`awm_rl.quality.probe`);
     `solutions` (task_idx -> `ReferenceSolution` as a dict) are run each on a fresh instance, and each final database is
-    written to `snapshot_dir` for the verifiers, which run elsewhere (`awm_rl.verification`).
+    written to `snapshot_dir` for the verifiers, which run elsewhere (`awm_rl.isolation.verification`).
     """
     from awm_resources.settings import scratch_mb
-    from awm_rl.limits import io_limits, untrusted_env
-    from awm_rl.runtime.process import WorkerProcess
-    from awm_rl.runtime.sandbox import sandboxed_command, scratch_files_limit
+    from awm_rl.isolation.limits import io_limits, untrusted_env
+    from awm_rl.isolation.process import WorkerProcess
+    from awm_rl.isolation.sandbox import sandboxed_command, scratch_files_limit
 
     lines = len(code.splitlines())
     initial_db = Path(initial_db)
@@ -136,9 +136,9 @@ def _check_env_code(code: str, initial_db: Path, *, expected_tools: list[str] | 
                "solutions": {str(k): v for k, v in (solutions or {}).items()},
                "snapshot_dir": str(Path(snapshot_dir).resolve()) if snapshot_dir else None}
         (work / "job.json").write_text(json.dumps(job), encoding="utf-8")
-        # In the sandbox (see awm_rl.runtime.sandbox): no network, its own PID namespace, a read-only
+        # In the sandbox (see awm_rl.isolation.sandbox): no network, its own PID namespace, a read-only
         # system, writable only `work` and the snapshot folder, a clean environment, uid nobody.
-        argv, env = sandboxed_command([sys.executable, "-m", "awm_rl.runtime.check", str(work)], writable=writable,
+        argv, env = sandboxed_command([sys.executable, "-m", "awm_rl.quality.envcheck", str(work)], writable=writable,
                                       env=untrusted_env(PYTHONDONTWRITEBYTECODE="1", HOME=str(work), TMPDIR="/tmp"),
                                       cwd=work, scratch_mb=scratch_mb("check"))
         started = time.monotonic()
@@ -196,7 +196,7 @@ def _wait_within(proc: subprocess.Popen, timeout_s: float, folders: list[Path], 
     """Wait for the worker: (exit status, None); (None, bytes written) when its on-disk folders passed
     `limit` (no quota on disk: watched every 0.1 s, each file also capped by RLIMIT_FSIZE in the worker);
     (None, -files) when it kept more files in its tmpfs than allowed; (None, None) at the deadline."""
-    from awm_rl.runtime.sandbox import scratch_files, scratch_files_limit
+    from awm_rl.isolation.sandbox import scratch_files, scratch_files_limit
 
     until = time.monotonic() + timeout_s
     before = _folder_bytes(folders)  # what was there already (the inputs, earlier snapshots) does not count
@@ -358,7 +358,7 @@ def _worker(work: Path) -> int:
     import fastapi  # noqa: F401 - the import is the warm-up
     import sqlalchemy  # noqa: F401 - as above
 
-    from awm_rl.limits import Watchdog, apply_memory_limit, arm_permanently, rss_bytes
+    from awm_rl.isolation.limits import Watchdog, apply_memory_limit, arm_permanently, rss_bytes
     from awm_rl.runtime import host as host_mod
     from awm_rl.runtime.envcode import EnvLoadError
 
@@ -443,7 +443,7 @@ def _template_facts(host: Any, work: Path):
 
 
 if __name__ == "__main__":
-    from awm_rl.runtime.seccomp import enforce_in_sandbox
+    from awm_rl.isolation.seccomp import enforce_in_sandbox
 
     enforce_in_sandbox()  # in the sandbox: the seccomp filter before the generated code is imported, or exit
     sys.exit(_worker(Path(sys.argv[1])))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from awm_resources.store import ArtifactStore, atomic_write_json
+from awm_rl.isolation.verification import VerifierJob, run_verifiers
 from awm_rl.quality.check_results import CheckResults
 from awm_rl.quality.coverage import blocked_reason, close_over_side_effects, static_writable_tables
 from awm_rl.quality.dbfacts import read_facts
@@ -43,7 +44,6 @@ from awm_rl.quality.solutions import broken_call, load_solutions, solution_feedb
 from awm_rl.quality.task_links import apply_agent_evidence, apply_links, link_tasks
 from awm_rl.reward.audit import audit_verifiers, write_audit
 from awm_rl.reward.tasks import CODE_FUNCTION, SQL_FUNCTION, entry_mode, load_tasks
-from awm_rl.verification import VerifierJob, run_verifiers
 
 
 def _tool_summary(probe: dict[str, dict]) -> dict[str, Any]:
@@ -133,7 +133,7 @@ def _env_runs(kept: CheckResults, code: str, initial: Path, solutions: dict[int,
     """(probe, solution runs, error, what was reused) of the code on `initial`: what the synthesis stages already
     ran on exactly these inputs is taken from `kept`, the rest runs in the env-check worker (nothing at all when
     everything was kept)."""
-    from awm_rl.runtime.check import check_env_code
+    from awm_rl.quality.envcheck import check_env_code
 
     probe, runs = kept.probe(), kept.solution_runs(solutions)
     reused = {"probe": probe is not None, "solution_runs": len(runs)}

@@ -7,7 +7,7 @@ once (`RequestLimit`). Each episode is judged and written as it finishes (`episo
 trajectory + score), so a run folder is resumable: evaluating into it again (the same plan, checked against its
 `run.json`) runs only the episodes not on disk and recomputes the report from every episode there. A policy
 configuration error (`PolicyConfigError`: no key, unknown model or endpoint) stops the run at once, what finished
-kept. Written under `out_dir`: `report.json` (awm_rl.eval_metrics: per environment, per category and overall),
+kept. Written under `out_dir`: `report.json` (awm_rl.evaluation.metrics: per environment, per category and overall),
 `pass_rate_by_bucket.png` and `task_difficulty.png`. Difficulty buckets are the number of tool calls a task's
 reference solution makes (`BUCKETS`). Every episode is also added, once, to the store's per-task difficulty
 records (awm_resources.difficulty: by policy and run; `difficulty_parts.json` says which part holds which
@@ -48,7 +48,7 @@ from awm_rl.agent import (
     run_episode,
 )
 from awm_rl.agent.loop import ToolEnvironments, discard_snapshot
-from awm_rl.eval_metrics import group_stats
+from awm_rl.evaluation.metrics import group_stats
 from awm_rl.reward import Judge, TaskRecord, load_tasks, score_episodes
 
 BUCKETS: list[tuple[str, int, int]] = [("0-2 calls", 0, 2), ("3-5 calls", 3, 5), ("6-9 calls", 6, 9), ("10+ calls", 10, 10**9)]
@@ -108,7 +108,7 @@ class EvaluationReport:
     out_dir: str
     plot: str | None = None
     episode_files: list[str] = field(default_factory=list)
-    # pass@k (awm_rl.eval_metrics): k attempts per task; the tasks evaluated; per category (scenario.json's).
+    # pass@k (awm_rl.evaluation.metrics): k attempts per task; the tasks evaluated; per category (scenario.json's).
     k: int = 1
     tasks: int = 0
     pass_at_1: float = 0.0
@@ -353,7 +353,7 @@ def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge
     else:
         scenarios = catalog_scenarios(store) if scenarios is None else scenarios
         if excluded is None:
-            from awm_rl.quality.report import ineligible_tasks
+            from awm_rl.quality.gate import ineligible_tasks
 
             excluded = ineligible_tasks(store, scenarios)
         records = select_tasks(store, scenarios, tasks_per_env, excluded, seed)
@@ -393,7 +393,7 @@ def evaluate(store: ArtifactStore, pool: ToolEnvironments, policy: Policy, judge
 
 def build_report(store: ArtifactStore, pairs: list[tuple[Episode, EpisodeScore]], *, k: int, out_dir: Path,
                  excluded: dict[str, list[int]], provenance: dict[str, Any]) -> EvaluationReport:
-    """The aggregate numbers of the episodes (awm_rl.eval_metrics.group_stats): overall, per environment, per
+    """The aggregate numbers of the episodes (awm_rl.evaluation.metrics.group_stats): overall, per environment, per
     category, per difficulty bucket (tool calls of the task's reference solution, else the calls made)."""
     by_env: dict[str, list] = {}
     by_category: dict[str, list] = {}

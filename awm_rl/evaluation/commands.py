@@ -1,7 +1,8 @@
-"""`awm eval catalog`: rank a policy on the catalog (the `awm` CLI forwards argv here).
+"""`awm eval catalog` (rank a policy on the catalog) and `awm rollout` (one judged episode); the `awm` CLI forwards
+argv here.
 
 Every ready environment's eligible tasks (or a seeded sample per environment), k attempts each, through
-awm_rl.evaluation.evaluate (the `evaluation` asset's function): pass@1 and pass@k per environment, per category
+awm_rl.evaluation.catalog.evaluate (the `evaluation` asset's function): pass@1 and pass@k per environment, per category
 and overall, turns, tokens, cost and failure reasons. A run folder is resumable: `--resume RUN_DIR`, or the same
 `--out` again, runs only the episodes not on disk. Exit codes: 0 done, 2 bad input or a policy configuration
 error (what finished is kept), 1 failure, 130 interrupted (what finished is kept).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import threading
 import time
@@ -85,7 +87,7 @@ def _plan(args: argparse.Namespace, stored: dict[str, Any] | None) -> dict[str, 
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def catalog_main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if "--tool-calling" not in argv and not any(a.startswith("--tool-calling=") for a in argv):
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     from awm_resources.store import ArtifactStore
     from awm_rl.agent import make_policy
     from awm_rl.agent.policies import PolicyConfigError, PolicyError
-    from awm_rl.evaluation import RUN_FILE, EvaluationRunError, evaluate
+    from awm_rl.evaluation.catalog import RUN_FILE, EvaluationRunError, evaluate
     from awm_rl.reward import Judge
 
     if args.resume is not None and args.out is not None and args.resume.resolve() != args.out.resolve():
@@ -152,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"the environment runtime failed: {exc}", 1)
     summary = json.loads((out / "report.json").read_text(encoding="utf-8"))
     if args.prove:
+        from awm_rl.quality.gate import prove_and_recheck
         from awm_rl.quality.proofs import load_episodes
-        from awm_rl.quality.report import prove_and_recheck
 
         proofs = prove_and_recheck(store, load_episodes(out), run=out.name)
         summary["proofs"] = {k: proofs[k] for k in ("counts", "proven", "gate")}
@@ -229,3 +231,105 @@ def render(report: dict[str, Any]) -> str:
     reasons = ", ".join(f"{r} {n}" for r, n in report["failure_reasons"].items()) or "none"
     lines += [f"failures: {reasons}", f"report: {report['out_dir']}/report.json"]
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- awm rollout
+
+def _store(root: str | None):
+    from awm_resources.store import ArtifactStore
+
+    return ArtifactStore(Path(root) if root else None)
+
+
+
+def _rollout_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="awm rollout", description="Run one task episode and judge it.")
+    p.add_argument("--scenario", required=True, help="scenario key in the store")
+    p.add_argument("--task", type=int, required=True, help="task index (0-based)")
+    from awm_rl.agent.policies import add_policy_options
+
+    add_policy_options(p)
+    p.add_argument("--judge", choices=["code", "llm", "sql"], default="code", help="judge mode (default code: offline)")
+    p.add_argument("--judge-model", default=None, help="litellm model for llm/sql judging (default $AWM_JUDGE_MODEL or replay)")
+    p.add_argument("--window", type=int, default=10, help="history window w (default 10; -1: full history)")
+    p.add_argument("--max-turns", type=int, default=20)
+    p.add_argument("--max-new-tokens", type=int, default=2048)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--solutions", type=Path, default=None, help="folder of reference solutions (default seeds/solutions)")
+    p.add_argument("--store", default=None, help="artifact store root (default $AWM_HOME)")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default $AWM_HOME/rollouts/<scenario>.t<N>.<time>)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary")
+    return p
+
+
+def rollout_main(argv: list[str]) -> int:
+    """`awm rollout`: one episode of one task with a chosen policy, judged in a chosen mode; writes the trajectory,
+    both databases and the verdict to a folder. Exit codes: 0 done (whatever the reward), 2 bad input, 1 failure."""
+    args = _rollout_parser().parse_args(argv)
+    from awm_rl.agent import EpisodeSpec, LoopConfig, make_policy, run_episode
+    from awm_rl.agent.policies import PolicyConfigError, PolicyError, policy_options
+    from awm_rl.reward import Judge, load_task, needs_judge, score_episode
+
+    store = _store(args.store)
+    try:
+        record = load_task(store, args.scenario, args.task)
+    except (FileNotFoundError, IndexError, ValueError) as exc:
+        print(f"awm rollout: {exc}", file=sys.stderr)
+        return 2
+    try:
+        from awm_resources.settings import judge_llm_config
+
+        policy = make_policy(args.policy, solutions_dir=args.solutions, max_new_tokens=args.max_new_tokens,
+                             temperature=args.temperature, **policy_options(args))
+        judge_llm = None
+        if args.judge != "code":
+            judge_llm = judge_llm_config(model=args.judge_model).client(max_tokens=2048)
+        judge = Judge(args.judge, llm=judge_llm)
+    except (ValueError, PolicyError) as exc:
+        print(f"awm rollout: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or store.root / "rollouts" / f"{args.scenario}.t{args.task}.{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    config = LoopConfig(max_turns=args.max_turns, window=None if args.window < 0 else args.window,
+                        snapshot_dir=out / ".snapshots")
+    from awm_rl.runtime.pool import EnvironmentPool, PoolError
+
+    try:
+        with EnvironmentPool(store.root, num_hosts=1, prefetch=0) as pool:
+            episode = run_episode(pool, policy, EpisodeSpec(args.scenario, args.task, record.task), config)
+    except (PoolError, PolicyConfigError) as exc:
+        print(f"awm rollout: {exc}", file=sys.stderr)
+        return 2
+    files = _place_databases(episode, out)
+    verdict = judge.judge(episode, record) if needs_judge(episode) else None
+    score = score_episode(episode, verdict)
+    (out / "trajectory.json").write_text(episode.model_dump_json(indent=2), encoding="utf-8")
+    (out / "verdict.json").write_text(score.model_dump_json(indent=2), encoding="utf-8")
+    files.update({"trajectory": str(out / "trajectory.json"), "verdict": str(out / "verdict.json")})
+    summary = {"scenario": args.scenario, "task_idx": args.task, "policy": policy.name,
+               "reasoning_rule": episode.reasoning_rule, "tool_calling": getattr(policy, "tool_calling", "text"),
+               "judge_mode": args.judge,
+               "termination": episode.termination, "outcome": score.outcome, "reward": score.reward,
+               "turns": episode.turns, "tool_calls": episode.tool_calls, "format_rule": episode.format_rule,
+               "reasons": score.reasons, "out_dir": str(out), "files": files}
+    if args.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    else:
+        print(f"{args.scenario} task {args.task}: {score.outcome} (reward {score.reward}) after {episode.turns} turns "
+              f"[{episode.termination}] -> {out}\n  {score.reasons[:300]}")
+    return 0
+
+
+def _place_databases(episode: Any, out: Path) -> dict[str, str]:
+    """Move the episode's database copies to `out/initial.db` and `out/final.db`."""
+    files: dict[str, str] = {}
+    for name in ("initial_db", "final_db"):
+        src = getattr(episode, name)
+        if src and Path(src).is_file():
+            target = out / f"{name.replace('_db', '')}.db"
+            shutil.move(src, target)
+            setattr(episode, name, str(target))
+            files[name.replace("_db", "")] = str(target)
+    shutil.rmtree(out / ".snapshots", ignore_errors=True)
+    return files
+

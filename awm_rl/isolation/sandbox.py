@@ -14,14 +14,14 @@
   `awm_resources.settings.scratch_mb`): tmpfs pages are host memory that the worker's address-space cap does not
   count, so without a size a handler writing into `/tmp` took 4.5 GB of the host in seconds; at the
   limit a write fails with `OSError: [Errno 28] No space left on device` in that call; the rest of
-  `/dev` is read-only; only the given folders are writable besides (see `awm_rl.runtime.check`),
+  `/dev` is read-only; only the given folders are writable besides (see `awm_rl.quality.envcheck`),
 - with at most `AWM_WORKER_FDS` open descriptors (1024; `prlimit`): a socket pair queues ~220 KB of
   kernel memory no other limit counts (500 pairs held 111 MB), so this bounds that memory (~115 MB),
 - with a clean environment (`--clearenv`, then only what the caller passes; `bwrap` itself is
   started with a minimal environment, because its PID-1 helper's `/proc/1/environ` is readable inside),
 - as `nobody` (65534) in a new user namespace with no capabilities, which cannot create further user
   namespaces (`--disable-userns`, bubblewrap 0.8+; left out when this bwrap lacks it),
-- under a seccomp filter (`awm_rl.runtime.seccomp`: ptrace, mount, namespaces, keyrings, bpf, io_uring,
+- under a seccomp filter (`awm_rl.isolation.seccomp`: ptrace, mount, namespaces, keyrings, bpf, io_uring,
   perf events... denied): `sandboxed_command` sets `AWM_SECCOMP=1` in the worker's own environment (an
   internal signal from parent to child, not a setting) and the worker's entry point applies the filter
   before it imports or runs generated code, or exits rather than run unfiltered.
@@ -29,7 +29,7 @@
 Availability is detected once (bwrap is on PATH and a trivial sandboxed interpreter starts).
 `isolation_level()` says what is in force: "bubblewrap", or "none: <reason>" when bubblewrap is
 unavailable (a loud warning is logged once and callers fall back to their Python-level guards in
-`awm_rl.limits`, which stay on as defence in depth in both cases). `AWM_SANDBOX=off` turns it off
+`awm_rl.isolation.limits`, which stay on as defence in depth in both cases). `AWM_SANDBOX=off` turns it off
 on purpose (debugging). Callers report the level (check results, `awm bench serve`).
 `seccomp_level()` says whether the workers filter themselves: "seccomp: N syscalls denied ... (arch)", or
 "off: <reason>" (no sandbox, an unsupported architecture, `AWM_SANDBOX_SECCOMP=off` for debugging); the detection
@@ -288,7 +288,7 @@ def sandboxed_command(argv: Sequence[str], *, writable: Iterable[Path] = (), rea
     """(command line, environment to start it with) for a worker running generated code.
 
     With bubblewrap, `env` is set inside the sandbox only (plus `AWM_SECCOMP=1` when the seccomp filter
-    works here: the worker's entry point must call `awm_rl.runtime.seccomp.enforce_in_sandbox()` first) and
+    works here: the worker's entry point must call `awm_rl.isolation.seccomp.enforce_in_sandbox()` first) and
     the launcher gets a minimal environment; without it (see `isolation_level()`), `argv` and `env` come back unchanged.
     `scratch_mb`: MB of each of its tmpfs (`/tmp`, `/dev/shm`), by default `awm_resources.settings.scratch_mb("host")`.
     """
@@ -297,7 +297,7 @@ def sandboxed_command(argv: Sequence[str], *, writable: Iterable[Path] = (), rea
         return list(argv), env
     found = _detect()
     if seccomp_level().startswith("seccomp"):
-        env["AWM_SECCOMP"] = "1"  # the entry point applies the filter (awm_rl.runtime.seccomp) or exits
+        env["AWM_SECCOMP"] = "1"  # the entry point applies the filter (awm_rl.isolation.seccomp) or exits
     return build_command(argv, writable=writable, readable=readable, env=env, cwd=cwd, user_ns=found.user_ns,
                          disable_userns=found.disable_userns, scratch_mb=scratch_mb), dict(_LAUNCH_ENV)
 

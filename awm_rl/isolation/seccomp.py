@@ -23,7 +23,7 @@ nothing is applied and the status says why. It is applied with `no_new_privs` an
 (`SECCOMP_FILTER_FLAG_TSYNC`: every thread of the process; `prctl(PR_SET_SECCOMP)` when that syscall is
 missing), is inherited by every child and survives `exec`, and cannot be removed.
 
-`awm_rl.runtime.sandbox` sets `AWM_SECCOMP=1` in a sandboxed worker's environment when bubblewrap is in
+`awm_rl.isolation.sandbox` sets `AWM_SECCOMP=1` in a sandboxed worker's environment when bubblewrap is in
 force and the filter works there; each sandboxed entry point calls `enforce_in_sandbox()` first, which
 then applies the filter or ends the process (exit status `EXIT_NO_FILTER`) rather than run unfiltered.
 `AWM_SECCOMP` is only that signal from parent to child, never a user setting: `AWM_SANDBOX_SECCOMP=off`
