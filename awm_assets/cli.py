@@ -25,7 +25,6 @@ app.add_typer(eval_app, name="eval")
 
 # Commands whose options live in awm_rl (argparse there, so they run without this package): name -> module, function.
 FORWARDED = {
-    (app, "serve"): ("awm_rl.runtime.commands", "serve_main", "one environment as an MCP server with a reset tool"),
     (app, "rollout"): ("awm_rl.evaluation.commands", "rollout_main", "one episode of a policy, judged; writes the trajectory"),
     (app, "train"): ("awm_rl.training.commands", "train_main", "GRPO on the catalog through Ray (--config FILE)"),
     (app, "quality"): ("awm_rl.quality.commands", "quality_main", "the quality gate: tools probed, tasks checked"),
@@ -56,6 +55,19 @@ def _forwarder(module: str, func: str, help_text: str):
 
 for (group, name), (module, func, help_text) in FORWARDED.items():
     group.command(name, context_settings=PASS_THROUGH, add_help_option=False)(_forwarder(module, func, help_text))
+
+
+@app.command("serve", context_settings=PASS_THROUGH, add_help_option=False)
+def serve(ctx: typer.Context) -> None:
+    """one environment as an MCP server with a reset tool; --openenv: the catalog over OpenEnv's protocol (see --help)"""
+    args = list(ctx.args)
+    if "--openenv" in args:  # sessions as pool instances, judged at the end (awm_rl.integrations sits above runtime)
+        from awm_rl.integrations.openenv_server import main as openenv_main
+
+        raise typer.Exit(int(openenv_main([a for a in args if a != "--openenv"]) or 0))
+    from awm_rl.runtime.commands import serve_main
+
+    raise typer.Exit(int(serve_main(args) or 0))
 
 
 def _emit(obj, as_json: bool, text: str) -> None:

@@ -201,7 +201,7 @@ def pool_memory(pool: Any) -> dict[str, Any]:
     for p in host_procs:
         try:
             args = p.cmdline()
-            if "awm_rl.runtime.actor" in args and os.path.basename(args[0]).startswith("python"):
+            if "awm_rl.runtime.worker" in args and os.path.basename(args[0]).startswith("python"):
                 by_scenario[args[-1]] = by_scenario.get(args[-1], 0.0) + p.memory_info().rss / 2**20
         except psutil.Error:
             pass

@@ -1,6 +1,9 @@
 """The package layers go one way: awm_resources (core) <- awm_rl (runtime, RL) <- awm_assets (Dagster), whose
 plain stage logic (awm_assets/synthesis) is Dagster-free; in awm_assets, only awm_assets.definitions imports every
-domain (awm_assets/defs/<domain>) and only the in-process runner and the workspace import it."""
+domain (awm_assets/defs/<domain>) and only the in-process runner and the workspace import it. Inside awm_rl the
+packages are tiers (AWM_RL_TIERS, the README's layout order): a package imports only tiers before its own. No module
+imports itself back through others (function-local imports included; only `if TYPE_CHECKING:` imports, which never
+run, are left out), and the settings module imports nothing of the project."""
 
 import ast
 import subprocess
@@ -28,6 +31,51 @@ def _imports(path: Path) -> set[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found |= {(f"{node.module}.{a.name}", node.lineno) for a in node.names}
     return found
+
+
+PROJECT = ("awm_resources", "awm_rl", "awm_assets", "benchmarks")
+MODULES = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+           for pkg in PROJECT for p in (ROOT / pkg).rglob("*.py")}
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """Lines of imports under `if TYPE_CHECKING:` (for annotations only; they never run)."""
+    return {n.lineno for node in ast.walk(tree) if isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+            for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
+
+
+def _module_of(name: str) -> str | None:
+    """The project module `name` is, or lives in (`pkg.mod.function` -> `pkg.mod`); None outside the project."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def project_imports(module: str) -> dict[str, int]:
+    """The project modules `module` imports (at any depth, relative imports resolved) -> the first line."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    skip = _type_checking_only(tree)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in skip:
+            continue
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            # `from pkg import sub` imports the submodule; `from mod import name` the module
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        for name in names:
+            target = _module_of(name)
+            if target and target != module:
+                out.setdefault(target, node.lineno)
+    return out
 
 
 def _within(module: str, prefixes: set[str]) -> str | None:
@@ -76,3 +124,88 @@ def test_core_rl_and_stage_logic_load_no_dagster(modules):
             f"{NO_LOAD[modules]!r}); print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"importing {modules} loads {proc.stdout.strip()} {proc.stderr[-2000:]}"
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles():
+    graph = {m: project_imports(m) for m in MODULES}
+    cycles = _cycles(graph)
+    detail = ["  " + " ; ".join(f"{a} -> {b} (line {graph[a][b]})" for a in c for b in graph[a] if b in c)
+              for c in cycles]
+    assert not cycles, "modules that import each other (directly or through others):\n" + "\n".join(detail)
+
+
+def test_the_cycle_finder_finds_one():
+    assert _cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
+
+
+def test_settings_import_nothing_of_the_project():
+    """The bottom of the stack (as fastmcp's settings): every other module may read it, it reads none of them."""
+    assert project_imports("awm_resources.settings") == {}
+
+
+# awm_rl's packages and top-level modules, in tiers: each imports only tiers before its own (and awm_resources)
+AWM_RL_TIERS = [
+    {"isolation"},
+    {"agent"},
+    {"runtime", "bfcl"},
+    {"reward", "tau2", "mcp_universe"},
+    {"quality"},
+    {"evaluation"},
+    {"training"},
+    {"integrations"},
+]
+
+
+def test_awm_rl_packages_import_only_tiers_before_their_own():
+    tier = {name: i for i, names in enumerate(AWM_RL_TIERS) for name in names}
+    units = {m.split(".")[1] for m in MODULES if m.startswith("awm_rl.") and m.count(".") >= 1}
+    assert units == set(tier), f"awm_rl packages not placed in AWM_RL_TIERS: {sorted(units ^ set(tier))}"
+    bad = [f"{m}:{line} ({m.split('.')[1]}, tier {tier[m.split('.')[1]]}) imports {target} "
+           f"({target.split('.')[1]}, tier {tier[target.split('.')[1]]})"
+           for m in sorted(MODULES) if m.startswith("awm_rl.") and m.count(".") >= 1
+           for target, line in project_imports(m).items()
+           if target.startswith("awm_rl.") and target.count(".") >= 1 and target.split(".")[1] != m.split(".")[1]
+           and tier[target.split(".")[1]] >= tier[m.split(".")[1]]]
+    assert not bad, "imports against awm_rl's tiers (README, Layout):\n" + "\n".join(bad)

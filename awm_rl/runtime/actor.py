@@ -7,7 +7,7 @@ stopped, a crash), Ray starts a fresh incarnation and the instances it held answ
 as Environment Errors.
 
 Where bubblewrap is available (`awm_rl.isolation.sandbox`), the actor is an `IsolatedHost` and generated
-code never runs in it: the actor starts one isolated worker process per scenario (`python -m awm_rl.runtime.actor`, in
+code never runs in it: the actor starts one isolated worker process per scenario (`python -m awm_rl.runtime.worker`, in
 bubblewrap: no network, read-only system and only that scenario's folder, its own PID namespace, a
 clean environment, uid nobody) that imports the scenario and serves its instances; the actor forwards
 each batch over the workers' pipes (`awm_rl.runtime.protocol`'s codec, never pickle: the worker is untrusted)
@@ -54,6 +54,7 @@ from awm_rl.isolation.process import WorkerProcess
 from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost
 from awm_rl.runtime.protocol import (
     SNAPSHOT_NAME,
+    WORKER_METHODS,
     CallOp,
     OpError,
     ProtocolError,
@@ -128,6 +129,8 @@ class InProcessHost(EnvHost):
     """Every scenario in this process (`MultiHost`) under the Python-level limits only; one batch at a time.
     What a scenario's isolated worker runs, and the actor body where bubblewrap is unavailable."""
 
+    seccomp: str | None = None  # set by a scenario worker (awm_rl.runtime.worker): its filter, for stats()
+
     def __init__(self, store_root: str, *, call_timeout_s: float = 10.0, memory_mb: int | None = 6144,
                  rss_cap_mb: int | None = 8192, import_timeout_s: float = 60.0,
                  max_open_instances: int = DEFAULT_OPEN_INSTANCES, max_answer_bytes: int | None = None,
@@ -197,7 +200,11 @@ class InProcessHost(EnvHost):
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {**self.host.stats(), "isolation": self.isolation}
+            out = {**self.host.stats(), "isolation": self.isolation}
+        if self.seccomp is not None:  # a scenario worker: host_stats() says, per scenario, how it is filtered
+            for entry in (out.get("scenarios") or {}).values():
+                entry["seccomp"] = self.seccomp
+        return out
 
     def worker_alive(self, scenario: str) -> bool:  # noqa: ARG002 - the interface's argument; always in process
         return True
@@ -216,7 +223,7 @@ class _UnsandboxedHost(InProcessHost):
 
 
 class IsolatedHost(EnvHost):
-    """Each scenario in its own worker process (`python -m awm_rl.runtime.actor`, in bubblewrap where
+    """Each scenario in its own worker process (`python -m awm_rl.runtime.worker`, in bubblewrap where
     available) behind a pipe; batches for different scenarios run concurrently (see the module docstring)."""
 
     def __init__(self, store_root: str, *, call_timeout_s: float = 10.0, memory_mb: int | None = 6144,
@@ -467,7 +474,7 @@ class _ScenarioWorker:
         self.alive = True
         self.cause = "running"
         argv, env = sandboxed_command(
-            [sys.executable, "-m", "awm_rl.runtime.actor", owner.store_root, json.dumps(owner._options), scenario],
+            [sys.executable, "-m", "awm_rl.runtime.worker", owner.store_root, json.dumps(owner._options), scenario],
             readable=[folder],  # its own scenario's folder only, read-only
             env=untrusted_env(PYTHONDONTWRITEBYTECODE="1", HOME="/tmp", TMPDIR="/tmp"), cwd=Path("/tmp"))
         try:
@@ -494,7 +501,9 @@ class _ScenarioWorker:
             self.busy_until = None
 
     def send(self, method: str, ops: list | None, budget_s: float) -> bool:
-        """Write one request (the caller holds `lock`); False when the worker is gone."""
+        """Write one request (a `WORKER_METHODS` name; the caller holds `lock`); False when the worker is gone."""
+        if method not in WORKER_METHODS:
+            raise ProtocolError(f"{method!r} is not a scenario worker's method (known: {', '.join(WORKER_METHODS)})")
         if not self.alive:
             return False
         self.busy_budget = budget_s
@@ -565,53 +574,6 @@ def _write_snapshot(res: Any, out_dir: Path) -> Any:
     return str(initial_path), str(final_path)
 
 
-def _serve_worker(store_root: str, options: dict[str, Any], scenario: str) -> int:
-    """One scenario's isolated worker: an `InProcessHost` that imports `scenario`, says it is
-    ready (with the load info, or the load error), then answers one JSON batch at a time. In the sandbox
-    it first applies the seccomp filter (or exits), and reports it in its ready and stats answers."""
-    from awm_rl.isolation.seccomp import enforce_in_sandbox
-
-    seccomp = enforce_in_sandbox()  # before the scenario's code is imported
-
-    from awm_rl.runtime.envcode import EnvLoadError
-
-    protocol_in = os.fdopen(os.dup(0), "rb")
-    protocol_out = os.fdopen(os.dup(1), "wb")
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)  # what generated code prints goes to the log, never into the protocol
-    host = InProcessHost(store_root, **options)
-    try:
-        ready: dict[str, Any] = {"ready": True, "pid": os.getpid(), "load": host.host.load(scenario),
-                                 "seccomp": seccomp}
-    except EnvLoadError as exc:
-        ready = {"ready": True, "pid": os.getpid(), "load_error": str(exc), "seccomp": seccomp}
-    protocol_out.write(encode_message(ready))
-    protocol_out.flush()
-    if "load_error" in ready:
-        return 0
-    while True:
-        try:
-            request = read_message(protocol_in)
-        except EOFError:
-            return 0
-        method, ops = request.get("m"), request.get("ops") or []
-        if method == "run_batch":
-            answer: Any = host.run_batch(ops)
-        elif method == "run_batch_timed":
-            answer = host.run_batch_timed(ops)
-        elif method == "stats":
-            answer = host.stats()
-            for entry in (answer.get("scenarios") or {}).values():
-                entry["seccomp"] = seccomp  # host_stats(): each scenario's worker says how it is filtered
-        elif method == "info":
-            answer = host.info()
-        else:
-            answer = {"error": f"unknown method {method!r}"}
-        protocol_out.write(encode_message(answer))
-        protocol_out.flush()
-
-
 class _WarmItem(BaseModel):
     a: int = 1
 
@@ -676,6 +638,3 @@ def remote_host_class(**options: Any):
     opts.update(options)
     return ray.remote(**opts)(cls)
 
-
-if __name__ == "__main__":
-    sys.exit(_serve_worker(sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]))

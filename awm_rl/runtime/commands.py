@@ -1,13 +1,7 @@
-"""CLI entry points of the runtime; the project's `awm` CLI forwards its remaining argv here.
-
-- `awm serve SCENARIO [--port P] [--home DIR]`: the environment as an MCP server (streamable HTTP); this
-  process runs the MCP front only, the scenario runs in a replaceable sandboxed worker (`runtime.served`).
-- `awm serve --openenv [--port P] [--home DIR]`: the catalog over OpenEnv's protocol, sessions as pool instances
-  (`awm_rl.integrations.openenv_server`).
-- `awm bench serve --json [--scenarios ...] [--instances N] [--call-timeout S] [--quick]`: runtime vs published
-  baseline; a scenario that fails on either side is reported under `left_out` and measured on neither.
-
-Also runnable without the CLI: `python -m awm_rl.runtime.commands serve|bench-serve ...`.
+"""`awm serve SCENARIO [--port P] [--home DIR]` (the `awm` CLI forwards argv here): the environment as an MCP
+server (streamable HTTP); this process runs the MCP front only, the scenario runs in a replaceable sandboxed worker
+(`runtime.served`). `awm serve --openenv` (the catalog over OpenEnv's protocol) is `awm_rl.integrations`', which
+sits above the runtime; the CLI routes it there. Also runnable as `python -m awm_rl.runtime.commands serve ...`.
 """
 
 from __future__ import annotations
@@ -19,10 +13,6 @@ from pathlib import Path
 
 def serve_main(argv: list[str]) -> int:
     """`awm serve SCENARIO`: load the scenario from the store and serve it over MCP until interrupted."""
-    if "--openenv" in argv:  # the whole catalog over OpenEnv's protocol instead (awm_rl.integrations.openenv_server)
-        from awm_rl.integrations.openenv_server import main as openenv_main
-
-        return openenv_main([a for a in argv if a != "--openenv"])
     parser = argparse.ArgumentParser(prog="awm serve", description="Serve one environment as an MCP server "
                                      "(streamable HTTP) with its own database copy and a reset tool.")
     parser.add_argument("scenario", help="scenario key or name (normalised like the AWM dataset)")
@@ -90,16 +80,8 @@ def serve_main(argv: list[str]) -> int:
     return 0
 
 
-def bench_serve_main(argv: list[str]) -> int:
-    """`awm bench serve`: forwards to `benchmarks.serve` (the benchmark uses the pool's public API only)."""
-    from benchmarks.serve import main as bench_main
-
-    return bench_main(argv)
-
-
-if __name__ == "__main__":
-    commands = {"serve": serve_main, "bench-serve": bench_serve_main}
-    if len(sys.argv) < 2 or sys.argv[1] not in commands:
-        print(f"usage: python -m awm_rl.runtime.commands {{{'|'.join(commands)}}} ...", file=sys.stderr)
+if __name__ == "__main__":  # python -m awm_rl.runtime.commands serve SCENARIO ...
+    if sys.argv[1:2] != ["serve"]:
+        print("usage: python -m awm_rl.runtime.commands serve SCENARIO [--port P] ...", file=sys.stderr)
         sys.exit(2)
-    sys.exit(commands[sys.argv[1]](sys.argv[2:]))
+    sys.exit(serve_main(sys.argv[2:]))

@@ -10,6 +10,7 @@ the worker runs generated code and is not trusted). This module alone defines
 - the results (`ToolResult`, `OpError`, `TimedResult`) and what an operation answers when it could not run
   (`failed`);
 - the instance-id format (`instance_id`, `scenario_of`);
+- the requests a host actor sends its scenario worker (`WORKER_METHODS`, looked up by the worker the same way);
 - the pipe codec (`encode_message`, `read_message`).
 """
 
@@ -281,6 +282,26 @@ def failed(op: Operation, message: str, kind: str = "unknown") -> ToolResult | O
     if isinstance(op, CallOp):
         return environment_error(f"environment error: {message}")
     return OpError(kind, message)
+
+
+# ---------------------------------------------------------------------------------------------
+# the requests a host actor sends a scenario worker over its pipe: {"m": method, "ops": [wire operations]}
+
+@dataclass(frozen=True, slots=True)
+class WorkerMethod:
+    """One request a scenario worker answers: the `EnvHost` method it runs, and whether it takes the operations."""
+
+    name: str
+    takes_ops: bool
+
+    def run(self, host: Any, ops: list) -> Any:
+        method = getattr(host, self.name)
+        return method(ops) if self.takes_ops else method()
+
+
+WORKER_METHODS: dict[str, WorkerMethod] = {m.name: m for m in (
+    WorkerMethod("run_batch", True), WorkerMethod("run_batch_timed", True),
+    WorkerMethod("stats", False), WorkerMethod("info", False))}
 
 
 # ---------------------------------------------------------------------------------------------

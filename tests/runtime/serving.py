@@ -56,7 +56,7 @@ def stop_serve(proc: subprocess.Popen, timeout_s: float = 15) -> float | None:
 def openenv_server(store_root: Path, ray_address: str, *args: str) -> Iterator[tuple[str, subprocess.Popen, str]]:
     """`awm serve --openenv --port 0` on `store_root`, joined to the session's Ray cluster: (its http base, the
     process, the line where it says where it listens); stopped with SIGINT (killed after 30 s) when the block ends."""
-    proc = subprocess.Popen([sys.executable, "-m", "awm_rl.runtime.commands", "serve", "--openenv", "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "awm_assets.cli", "serve", "--openenv", "--port", "0",
                              "--home", str(store_root), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": ray_address})
     try:

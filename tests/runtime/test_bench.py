@@ -31,7 +31,7 @@ def test_bench_serve_quick(corpus_store, tmp_path, ray_address):
     make_scenario(home, "search_only", UNCALLABLE_ENV)
     awm = Path(sys.executable).with_name("awm")
     cmd = ([str(awm), "bench", "serve"] if awm.is_file()
-           else [sys.executable, "-m", "awm_rl.runtime.commands", "bench-serve"])
+           else [sys.executable, "-m", "benchmarks.serve"])
     out = tmp_path / "report.json"
     res = subprocess.run(cmd + ["--json", "--quick", "--scenarios", "rover", "gofundme", "search_only", "--home",
                                 str(home), "--out", str(out)],
@@ -74,7 +74,7 @@ def test_bench_serve_quick(corpus_store, tmp_path, ray_address):
 
 
 def test_bench_rejects_unknown_scenario(corpus_store):
-    res = subprocess.run([sys.executable, "-m", "awm_rl.runtime.commands", "bench-serve", "--quick",
+    res = subprocess.run([sys.executable, "-m", "benchmarks.serve", "--quick",
                           "--scenarios", "atlantis", "--home", str(corpus_store.root)],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "atlantis" in res.stderr

@@ -22,7 +22,7 @@ SESSIONS, CALLS = 6, 8
 
 
 def _bench(args: list[str], ray_address: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "awm_rl.runtime.commands", "bench-serve", *args],
+    return subprocess.run([sys.executable, "-m", "benchmarks.serve", *args],
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "RAY_ADDRESS": ray_address})
 

@@ -33,7 +33,7 @@ def _bench(store_root, *scenarios: str, ray_address: str, extra: list[str] = ())
     """The smallest run the CLI offers, on the session's Ray cluster (RAY_ADDRESS, as a user with a running
     cluster has it): a cluster of its own would cost every run a start and a stop."""
     return subprocess.run(
-        [sys.executable, "-m", "awm_rl.runtime.commands", "bench-serve", "--json", "--quick",
+        [sys.executable, "-m", "benchmarks.serve", "--json", "--quick",
          "--instances", "4", "--workload-instances", "2", "--baseline-instances", "1", "--hosts", "1",
          "--home", str(store_root), *extra, "--scenarios", *scenarios],
         capture_output=True, text=True, timeout=300, env={**os.environ, "RAY_ADDRESS": ray_address},

@@ -1,4 +1,4 @@
-"""One scenario per isolated worker (`awm_rl.runtime.actor`): a crash loses only its own scenario's
+"""One scenario per isolated worker (`awm_rl.runtime.worker`): a crash loses only its own scenario's
 instances, an import that crashes is reported as such and quarantined after a few tries, and a slow
 import is never killed by another caller's deadline."""
 
