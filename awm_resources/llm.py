@@ -11,7 +11,7 @@ The `replay` model answers from recorded files `<replay_dir>/<scenario>/<stage>[
 Real models are adapted from litellm's own model information (`adapt_params`): temperature only where the
 model accepts it, `reasoning_effort` only for reasoning models, `max_completion_tokens` for OpenAI reasoning
 models, an output limit from litellm's max_output_tokens, a JSON-schema response format where supported.
-Each stage (`CallTag.stage`) may use its own model and settings (`StageSettings`). Every request carries
+Each stage (`CallTag.stage`) may use its own model and settings (`StageLLMFields`). Every request carries
 `X-AWM-Call: <scenario>/<recording name>`, so proxies can log it and test servers can answer from recordings.
 A 429 waits as long as its Retry-After asks (bounded); a truncated answer raises `LLMTruncatedError`.
 """
@@ -30,18 +30,26 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from awm_resources.store import PROJECT_ROOT
+from awm_resources.settings import (
+    PROJECT_ROOT,
+    REPLAY_MODEL,
+    JudgeLLMConfig,
+    JudgeSettings,
+    LLMFields,
+    StageLLMFields,
+    load_settings,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
 
-REPLAY_MODEL = "replay"
+DEFAULTS = LLMFields()  # the client's defaults are the settings' (awm_resources.settings declares them once)
 DEFAULT_REPLAY_DIR = PROJECT_ROOT / "seeds" / "recordings"
 
 
@@ -386,36 +394,22 @@ class LLMTruncatedError(LLMOutputError, LLMError):
     LLMError, so callers that only handle failed calls (the judge, the rollout policy) handle it too."""
 
 
-@dataclass(frozen=True)
-class StageSettings:
-    """Per-stage overrides of the client's defaults (None inherits), chosen by `CallTag.stage`."""
-
-    model: str | None = None
-    api_base: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    temperature: float | None = None
-    max_tokens: int | None = None
-    reasoning_effort: str | None = None
-    timeout_s: float | None = None
-
-    @classmethod
-    def coerce(cls, stage: str, value: StageSettings | Mapping[str, Any]) -> StageSettings:
-        if isinstance(value, StageSettings):
-            return value
-        # a pydantic / Dagster config object, or a mapping
-        data: Mapping[str, Any] = value.model_dump() if hasattr(value, "model_dump") else value
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"LLM settings for stage {stage!r}: unknown keys {sorted(unknown)}; "
-                             f"allowed: {sorted(cls.__dataclass_fields__)}")
-        return cls(**{k: v for k, v in data.items() if v is not None and v != ""})
+def stage_fields(stage: str, value: StageLLMFields | Mapping[str, Any]) -> StageLLMFields:
+    """One stage's overrides from a mapping or a pydantic / Dagster config object (empty values inherit);
+    an unknown key is an error naming it."""
+    if type(value) is StageLLMFields:
+        return value
+    data: Mapping[str, Any] = value.model_dump() if isinstance(value, BaseModel) else value
+    unknown = set(data) - set(StageLLMFields.model_fields)
+    if unknown:
+        raise ValueError(f"LLM settings for stage {stage!r}: unknown keys {sorted(unknown)}; "
+                         f"allowed: {sorted(StageLLMFields.model_fields)}")
+    return StageLLMFields(**{k: v for k, v in data.items() if v is not None and v != ""})
 
 
 def stage_settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """Per-stage settings from `AWM_LLM_<FIELD>_<STAGE>` variables, e.g. AWM_LLM_MODEL_CLASSIFY=openai/gpt-5-mini,
     AWM_LLM_MAX_TOKENS_ENV_CODE=100000 (awm_resources.settings: the stage names and the errors)."""
-    from awm_resources.settings import load_settings
-
     return load_settings(environ).llm.stage_overrides()
 
 
@@ -439,10 +433,11 @@ class LLMClient:
     """
 
     def __init__(self, model: str = REPLAY_MODEL, *, api_base: str | None = None, api_key: str | None = None,
-                 temperature: float | None = 0.7, max_tokens: int | None = None, timeout_s: float = 900.0,
+                 temperature: float | None = DEFAULTS.temperature, max_tokens: int | None = DEFAULTS.max_tokens,
+                 timeout_s: float = DEFAULTS.timeout_s,
                  transport_retries: int = 4, backoff_s: float = 2.0, max_retry_after_s: float = 120.0,
                  reasoning_effort: str | None = None,
-                 stages: Mapping[str, StageSettings | Mapping[str, Any]] | None = None,
+                 stages: Mapping[str, StageLLMFields | Mapping[str, Any]] | None = None,
                  truncation: str = "raise", cache_path: Path | None = None,
                  replay_dir: Path | None = None, record_dir: Path | None = None,
                  key_hint: str = "AWM_LLM_API_KEY"):
@@ -452,7 +447,7 @@ class LLMClient:
         self.temperature, self.max_tokens, self.timeout_s = temperature, max_tokens, timeout_s
         self.reasoning_effort = reasoning_effort or None
         self.transport_retries, self.backoff_s, self.max_retry_after_s = transport_retries, backoff_s, max_retry_after_s
-        self.stages = {stage: StageSettings.coerce(stage, s) for stage, s in (stages or {}).items()}
+        self.stages = {stage: stage_fields(stage, s) for stage, s in (stages or {}).items()}
         if truncation not in ("raise", "return"):
             raise ValueError(f"truncation must be 'raise' or 'return', not {truncation!r}")
         self.truncation = truncation
@@ -474,7 +469,7 @@ class LLMClient:
     def resolve(self, stage: str) -> ResolvedCall:
         """The model and settings a call of `stage` uses. A stage on another provider than the default
         model does not inherit the default api_base/api_key (they belong to that provider)."""
-        s = self.stages.get(stage) or StageSettings()
+        s = self.stages.get(stage) or StageLLMFields()
         model = s.model or self.model
         same_provider = s.model is None or _provider_prefix(model) == _provider_prefix(self.model)
         pick = lambda own, default: own if own is not None else default  # noqa: E731 - a one-line local helper
@@ -606,6 +601,14 @@ class LLMClient:
                            completion_tokens=getattr(usage, "completion_tokens", 0) or 0, cost_usd=cost,
                            finish_reason=getattr(choice, "finish_reason", None), reasoning=reasoning,
                            tool_calls=tool_calls)
+
+
+def judge_client(config: JudgeLLMConfig, **options: Any) -> LLMClient:
+    """The rollout judge's client from its one configuration (`awm_resources.settings.judge_llm_config`);
+    `options`: further LLMClient arguments, e.g. max_tokens."""
+    options.setdefault("key_hint", config.env.get("api_key") or JudgeSettings.env_names()["api_key"])
+    return LLMClient(config.model or REPLAY_MODEL, api_base=config.api_base, api_key=config.api_key,
+                     temperature=config.temperature, replay_dir=config.replay_dir, **options)
 
 
 def split_reasoning(message: Any) -> str | None:

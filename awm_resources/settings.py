@@ -10,6 +10,11 @@ docs/configuration.md is generated from the same fields (`python -m awm_resource
 - The synthesis LLM: every field also per stage, `AWM_LLM_<FIELD>_<STAGE>` (stage names in `LLM_STAGES`).
 - `judge_llm_config()`: the one way to configure the rollout judge's LLM.
 - `ray_forwarded_env()`: the one list of variables that travel with work sent to Ray.
+- `LLMFields` / `StageLLMFields`: an LLM client's configuration, declared once; the settings, the client
+  (awm_resources.llm) and the Dagster LLM resource all take their fields from here.
+
+This module imports nothing of the project (as fastmcp's settings module): every other module may read it,
+so whatever it needs (the project root) lives here.
 """
 
 import argparse
@@ -25,8 +30,11 @@ from typing import Annotated, Any, ClassVar, Literal, Mapping, get_args, get_ori
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticKnownError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+PROJECT_ROOT = Path(__file__).resolve().parent.parent  # the checkout: default home, seeds and recordings are in it
+REPLAY_MODEL = "replay"  # the model that answers from recorded files (awm_resources.llm)
 # The stages whose LLM calls the synthesis client tags (`CallTag.stage`): the scenario generator and its
 # classifier, the six per-scenario stages and `awm repair`'s three. Equal to the stage names of
 # awm_assets/synthesis (a test checks it; this core layer may not import that package).
@@ -112,47 +120,77 @@ class PathSettings(Section):
                                         "schedule storage on PostgreSQL (docs/cluster.md).")
 
 
-class StageLLMSettings(Section):
-    """One stage's overrides of the synthesis LLM (None inherits)."""
+def _not_negative(value: Any) -> Any:
+    if value is not None and value < 0:
+        raise PydanticKnownError("greater_than_equal", {"ge": 0.0})
+    return value
 
+
+def _positive(value: Any) -> Any:
+    if value is not None and value <= 0:
+        raise PydanticKnownError("greater_than", {"gt": 0})
+    return value
+
+
+class LLMFields(BaseModel):
+    """An LLM client's configuration, declared once: `LLMSettings` reads it from AWM_LLM_*, the Dagster LLM
+    resource inherits it (its UI shows these descriptions). Plain types, the bounds checked by the settings:
+    the resource passes Dagster's `EnvVar`s through these fields (an integer one is 0 until resolved)."""
+
+    model_config = ConfigDict(frozen=True)
+    model: str = setting(REPLAY_MODEL, "litellm model string, e.g. openai/gpt-5; `replay` answers from "
+                         "recordings (offline, the demo batch only).")
+    api_base: str | None = setting(None, "API base URL (vLLM or another OpenAI-compatible server).")
+    api_key: str | None = setting(None, "API key of the model's provider (else the provider's own variable, "
+                                  "e.g. OPENAI_API_KEY).", repr=False)
+    temperature: float | None = setting(0.7, "Sampling temperature; sent only where the model accepts one (not to "
+                                        "reasoning gpt-5/o-series).")
+    max_tokens: int | None = setting(None, "Output limit per call; default: the model's own maximum output "
+                                     "(litellm's model information).")
+    reasoning_effort: str | None = setting(None, "minimal/low/medium/high; sent to reasoning models only "
+                                           "(default: the provider's).")
+    timeout_s: float = setting(900.0, "Seconds per request; a long environment takes minutes to generate.")
+
+
+class StageLLMFields(BaseModel):
+    """One stage's overrides of an LLM client's configuration (None inherits), declared once like `LLMFields`."""
+
+    model_config = ConfigDict(frozen=True)
     model: str | None = Field(None, description="this stage's litellm model")
     api_base: str | None = Field(None, description="API base URL of this stage's model")
     api_key: str | None = Field(None, repr=False, description="API key of this stage's provider")
-    temperature: Annotated[float, Field(ge=0)] | None = Field(None, description="this stage's sampling temperature")
-    max_tokens: PositiveInt | None = Field(None, description="this stage's output limit per call")
-    reasoning_effort: str | None = Field(None, description="this stage's reasoning effort")
-    timeout_s: PositiveFloat | None = Field(None, description="seconds per request of this stage")
+    temperature: float | None = Field(None, description="this stage's sampling temperature")
+    max_tokens: int | None = Field(None, description="this stage's output limit per call")
+    reasoning_effort: str | None = Field(None, description="this stage's reasoning effort (minimal/low/medium/high; "
+                                         "reasoning models only)")
+    timeout_s: float | None = Field(None, description="seconds per request of this stage")
 
 
-STAGE_FIELDS = tuple(StageLLMSettings.model_fields)
+class StageLLMSettings(Section, StageLLMFields):
+    """One stage's overrides of the synthesis LLM (None inherits), as read from AWM_LLM_<FIELD>_<STAGE>."""
+
+    _bounds = field_validator("max_tokens", "timeout_s")(_positive)
+    _temperature_bound = field_validator("temperature")(_not_negative)
 
 
-class LLMSettings(Section):
+STAGE_FIELDS = tuple(StageLLMFields.model_fields)
+
+
+class LLMSettings(Section, LLMFields):
     """The synthesis LLM (litellm). Every field can be set per stage: `AWM_LLM_<FIELD>_<STAGE>`, e.g.
     AWM_LLM_MODEL_CLASSIFY=openai/gpt-5-mini or AWM_LLM_MAX_TOKENS_ENV_CODE=100000. A stage on another
     provider than the default model does not inherit the default api_base/api_key."""
 
     ENV_PREFIX = "AWM_LLM_"
     TITLE = "Synthesis LLM"
-    model: str = setting("replay", "litellm model string, e.g. openai/gpt-5; `replay` answers from recordings "
-                         "(offline, the demo batch only).")
-    api_base: str | None = setting(None, "API base URL (vLLM or another OpenAI-compatible server).")
-    api_key: str | None = setting(None, "API key of the model's provider (else the provider's own variable, "
-                                  "e.g. OPENAI_API_KEY).", repr=False)
-    temperature: Annotated[float, Field(ge=0)] = setting(0.7, "Sampling temperature; sent only where the model "
-                                                         "accepts one (not to reasoning gpt-5/o-series).")
-    max_tokens: PositiveInt | None = setting(None, "Output limit per call; default: the model's own maximum "
-                                             "output (litellm's model information).")
-    reasoning_effort: str | None = setting(None, "minimal/low/medium/high; sent to reasoning models only "
-                                           "(default: the provider's).")
-    timeout_s: PositiveFloat = setting(900.0, "Seconds per request; a long environment takes minutes to generate.")
     stages: dict[str, StageLLMSettings] = Field(default_factory=dict, description="per-stage overrides")
+
+    _bounds = field_validator("max_tokens", "timeout_s")(_positive)
+    _temperature_bound = field_validator("temperature")(_not_negative)
 
     def stage_overrides(self) -> dict[str, dict[str, Any]]:
         """The per-stage overrides that are set, as `LLMClient(stages=...)` takes them."""
         return {stage: s.model_dump(exclude_none=True) for stage, s in self.stages.items()}
-
-
 
 
 class JudgeSettings(Section):
@@ -465,8 +503,8 @@ def worker_fds() -> int:
 
 @dataclass(frozen=True)
 class JudgeLLMConfig:
-    """What the judge's `LLMClient` is built from, and which variable each value came from (for Dagster's
-    `EnvVar`, so the UI shows the variable rather than a copied value)."""
+    """What the judge's `LLMClient` is built from (`awm_resources.llm.judge_client`), and which variable each
+    value came from (for Dagster's `EnvVar`, so the UI shows the variable rather than a copied value)."""
 
     model: str | None
     api_base: str | None
@@ -474,14 +512,6 @@ class JudgeLLMConfig:
     replay_dir: Path | None
     temperature: float = 0.0
     env: dict[str, str] = field(default_factory=dict)
-
-    def client(self, **options: Any) -> Any:
-        """The judge's LLMClient (`options`: further LLMClient arguments, e.g. max_tokens)."""
-        from awm_resources.llm import LLMClient
-
-        options.setdefault("key_hint", self.env.get("api_key") or JudgeSettings.env_names()["api_key"])
-        return LLMClient(self.model or "replay", api_base=self.api_base, api_key=self.api_key,
-                         temperature=self.temperature, replay_dir=self.replay_dir, **options)
 
 
 def judge_llm_config(settings: Settings | None = None, *, model: str | None = None, api_base: str | None = None,

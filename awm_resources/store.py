@@ -43,8 +43,7 @@ from awm_resources.documents import (
     read,
 )
 from awm_resources.names import normalize_scenario_name
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from awm_resources.settings import PROJECT_ROOT, load_settings
 
 # Stage name -> the artifact files it owns (relative to the scenario folder).
 STAGE_FILES: dict[str, tuple[str, ...]] = {
@@ -62,8 +61,6 @@ PIPELINE_STAGES: tuple[str, ...] = STAGES[1:]  # the per-scenario stages after t
 
 def default_home() -> Path:
     """`$AWM_HOME`, or `.awm_home/` inside the project (ignored by git)."""
-    from awm_resources.settings import load_settings
-
     return Path(load_settings().paths.home or PROJECT_ROOT / ".awm_home").resolve()
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from awm_resources import settings as S
+from awm_resources.llm import judge_client
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +79,7 @@ def test_one_judge_config():
     cfg = S.judge_llm_config(synth_only, fallback_to_synthesis=True)
     assert (cfg.model, cfg.api_key) == ("openai/gpt-5", "lk")
     assert S.judge_llm_config(S.load_settings({}), fallback_to_synthesis=True).model is None
-    assert S.judge_llm_config(synth_only, model="replay").client().is_replay
+    assert judge_client(S.judge_llm_config(synth_only, model="replay")).is_replay
 
 
 def test_ray_forwarding_is_one_list():
@@ -124,3 +125,42 @@ def test_dagster_resources_and_load_time_values_come_from_the_settings():
     judge = judge_resource(s)
     assert (judge.model.env_var_name, judge.temperature) == ("AWM_JUDGE_MODEL", 0.0)
     assert S.load_time_values(s)["AWM_EXECUTOR"] == "ray" and "AWM_MAX_RETRIES" in S.load_time_values(s)
+
+
+def test_settings_import_nothing_of_the_project():
+    """The bottom layer (as fastmcp's settings module): every module may read it, it imports none of them, not
+    even inside a function, so no import cycle can pass through it."""
+    tree = ast.parse((ROOT / "awm_resources" / "settings.py").read_text(encoding="utf-8"))
+    project = ("awm_resources", "awm_rl", "awm_assets", "benchmarks", "tests")
+    found = [f"line {node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in project)
+             or isinstance(node, ast.Import) and any(a.name.split(".")[0] in project for a in node.names)]
+    assert not found, found
+
+
+def test_llm_fields_are_declared_once():
+    """The LLM fields live in the settings only: the Dagster resource shows their descriptions and defaults,
+    the per-stage config the per-stage ones, and the client starts from the same defaults."""
+    from awm_assets.defs.shared.resources import LLMResource
+    from awm_resources.llm import LLMClient
+
+    shown = LLMResource.to_config_schema().as_field().config_type.fields
+    for name, f in S.LLMFields.model_fields.items():
+        assert (shown[name].description, shown[name].default_value) == (f.description, f.default), name
+    per_stage = shown["stages"].config_type.inner_type.inner_type.fields  # Noneable(Map(str, stage config))
+    assert {n: f.description for n, f in per_stage.items()} == {
+        n: f.description for n, f in S.StageLLMFields.model_fields.items()}
+    assert S.STAGE_FIELDS == tuple(S.LLMFields.model_fields) == tuple(S.StageLLMSettings.model_fields)
+    client, defaults = LLMClient(), S.LLMFields()
+    assert (client.model, client.temperature, client.max_tokens, client.timeout_s) == (
+        defaults.model, defaults.temperature, defaults.max_tokens, defaults.timeout_s)
+
+
+def test_the_llm_bounds_are_checked_on_the_settings_only():
+    """The settings refuse out-of-range values; the declaration the Dagster resource inherits has no bounds (its
+    integer EnvVars are 0 until resolved)."""
+    with pytest.raises(S.SettingsError, match="AWM_LLM_TEMPERATURE_TASKS must be at least 0.0, got -1"):
+        S.load_settings({"AWM_LLM_TEMPERATURE_TASKS": "-1"})
+    with pytest.raises(S.SettingsError, match="AWM_LLM_MAX_TOKENS must be a positive integer, got 0"):
+        S.load_settings({"AWM_LLM_MAX_TOKENS": "0"})
+    assert S.LLMFields(max_tokens=0).max_tokens == 0

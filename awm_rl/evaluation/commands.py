@@ -92,6 +92,7 @@ def catalog_main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if "--tool-calling" not in argv and not any(a.startswith("--tool-calling=") for a in argv):
         args.tool_calling = None  # not given: the resumed run's mode, else text
+    from awm_resources.llm import judge_client
     from awm_resources.names import policy_slug
     from awm_resources.settings import judge_llm_config
     from awm_resources.store import ArtifactStore
@@ -129,7 +130,7 @@ def catalog_main(argv: list[str] | None = None) -> int:
                              reasoning=plan["reasoning"], tool_calling=plan["tool_calling"],
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
                              top_k=args.top_k)
-        judge_llm = judge_llm_config(model=args.judge_model).client(max_tokens=2048) if plan["judge"] != "code" else None
+        judge_llm = judge_client(judge_llm_config(model=args.judge_model), max_tokens=2048) if plan["judge"] != "code" else None
         judge = Judge(plan["judge"], llm=judge_llm)
     except (ValueError, PolicyError) as exc:
         return _fail(str(exc))
@@ -277,13 +278,14 @@ def rollout_main(argv: list[str]) -> int:
         print(f"awm rollout: {exc}", file=sys.stderr)
         return 2
     try:
+        from awm_resources.llm import judge_client
         from awm_resources.settings import judge_llm_config
 
         policy = make_policy(args.policy, solutions_dir=args.solutions, max_new_tokens=args.max_new_tokens,
                              temperature=args.temperature, **policy_options(args))
         judge_llm = None
         if args.judge != "code":
-            judge_llm = judge_llm_config(model=args.judge_model).client(max_tokens=2048)
+            judge_llm = judge_client(judge_llm_config(model=args.judge_model), max_tokens=2048)
         judge = Judge(args.judge, llm=judge_llm)
     except (ValueError, PolicyError) as exc:
         print(f"awm rollout: {exc}", file=sys.stderr)

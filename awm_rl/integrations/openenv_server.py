@@ -527,9 +527,10 @@ def main(argv: list[str]) -> int:
         return 2
     judge_llm = None
     if args.judge != "code":
+        from awm_resources.llm import judge_client
         from awm_resources.settings import judge_llm_config
 
-        judge_llm = judge_llm_config(model=args.judge_model).client()
+        judge_llm = judge_client(judge_llm_config(model=args.judge_model))
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # protocol given: no Nagle delay
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

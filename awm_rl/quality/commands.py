@@ -68,10 +68,11 @@ def quality_main(argv: list[str]) -> int:
         return _proofs_main(args)
     judge = None
     if args.judge:
+        from awm_resources.llm import judge_client
         from awm_resources.settings import judge_llm_config
         from awm_rl.reward.judge import Judge
 
-        judge = Judge(args.judge, llm=judge_llm_config(model=args.judge_model).client())
+        judge = Judge(args.judge, llm=judge_client(judge_llm_config(model=args.judge_model)))
     store = ArtifactStore(None)
     unknown = [s for s in args.scenarios if not store.scenario_dir(s).is_dir()]
     if unknown:

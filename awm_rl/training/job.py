@@ -101,13 +101,14 @@ def build_judge(config: TrainConfig) -> Any:
 
     if config.judge.mode == "code":
         return Judge("code", timeout_s=config.judge.timeout_s)
+    from awm_resources.llm import judge_client
     from awm_resources.settings import judge_llm_config
 
     llm = judge_llm_config(model=config.judge.llm_model, api_base=config.judge.llm_api_base, fallback_to_synthesis=True)
     if not llm.model:
         raise TrainingError(f"judge.mode is {config.judge.mode!r}: set judge.llm_model (or $AWM_JUDGE_MODEL, "
                             "or $AWM_LLM_MODEL)")
-    return Judge(config.judge.mode, llm=llm.client(), timeout_s=config.judge.timeout_s)
+    return Judge(config.judge.mode, llm=judge_client(llm), timeout_s=config.judge.timeout_s)
 
 
 def grpo_args(config: TrainConfig, out_dir: Path, *, vllm: bool) -> Any:

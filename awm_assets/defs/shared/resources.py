@@ -11,35 +11,29 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from awm_resources.llm import REPLAY_MODEL, LLMClient
-from awm_resources.settings import Settings, configured, judge_llm_config, load_settings
+from awm_resources.settings import (
+    LLMFields,
+    Settings,
+    StageLLMFields,
+    configured,
+    judge_llm_config,
+    load_settings,
+)
 from awm_resources.store import ArtifactStore, default_home
 
 
-class StageLLMConfig(dg.Config):
+class StageLLMConfig(dg.Config, StageLLMFields):
     """Overrides for one stage (unset fields inherit the resource's): e.g. a cheap model for `classify`,
-    a strong one with a large output limit for `env_code`."""
-
-    model: str | None = Field(default=None, description="litellm model string for this stage")
-    api_base: str | None = Field(default=None, description="API base for this stage's model")
-    api_key: str | None = Field(default=None, description="API key for this stage's model; pass as EnvVar")
-    temperature: float | None = None
-    max_tokens: int | None = Field(default=None, description="output limit; default: the model's own (litellm)")
-    reasoning_effort: str | None = Field(default=None, description="minimal/low/medium/high; reasoning models only")
-    timeout_s: float | None = Field(default=None, description="seconds per request of this stage")
+    a strong one with a large output limit for `env_code`. The fields are the settings' (`StageLLMFields`)."""
 
 
-class LLMResource(dg.ConfigurableResource):
+class LLMResource(dg.ConfigurableResource, LLMFields):
     """The synthesis LLM. `model` is a litellm model string; empty or `replay` answers from recordings.
-    Parameters are adapted per model from litellm's model information (see `awm_resources.llm`)."""
+    Parameters are adapted per model from litellm's model information (see `awm_resources.llm`). The client's
+    fields (model, api_base, ..., timeout_s) are the settings' (`LLMFields`): declared once, with their
+    descriptions; pass secrets as `EnvVar`."""
 
-    model: str = Field(default=REPLAY_MODEL, description="litellm model string, e.g. openai/gpt-5; 'replay' = offline recordings")
-    api_base: str | None = Field(default=None, description="API base URL (vLLM / OpenAI-compatible servers)")
-    api_key: str | None = Field(default=None, description="API key; pass as EnvVar")
-    temperature: float | None = Field(default=0.7, description="sent only where the model accepts it (not to reasoning gpt-5/o-series)")
-    max_tokens: int | None = Field(default=None, description="output limit; default: the model's max output per litellm")
-    reasoning_effort: str | None = Field(default=None, description="minimal/low/medium/high; sent to reasoning models only (default: the provider's)")
     stages: dict[str, StageLLMConfig] = Field(default_factory=dict, description="per-stage overrides, keyed by stage name (classify, env_code, ...)")
-    timeout_s: float = Field(default=900.0, description="per request; long environments take minutes to generate")
     transport_retries: int = 4
     max_retry_after_s: float = Field(default=120.0, description="longest wait a 429's Retry-After can impose")
     cache: bool = Field(default=True, description="persistent response cache under $AWM_HOME")
