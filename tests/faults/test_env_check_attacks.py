@@ -92,12 +92,12 @@ def test_cannot_write_outside_scratch(tmp_path, victim):
 attempt("victim", lambda: open({str(victim)!r}, "w").write("pwned"))
 attempt("host_tmp", lambda: open({str(marker)!r}, "w").write("pwned"))
 attempt("home", lambda: open({str(home_marker)!r}, "w").write("pwned"))
-attempt("project", lambda: open({str(PROJECT_ROOT / "awm_rl" / "limits.py")!r}, "a").write("# pwned"))
+attempt("project", lambda: open({str(PROJECT_ROOT / "awm_rl" / "isolation" / "limits.py")!r}, "a").write("# pwned"))
 attempt("site_packages", lambda: open(os.path.join(os.path.dirname(json.__file__), "pwned.py"), "w").write("x"))
 ''')
     assert victim.read_text() == "keep me"
     assert not marker.exists() and not home_marker.exists()
-    assert "pwned" not in (PROJECT_ROOT / "awm_rl" / "limits.py").read_text()
+    assert "pwned" not in (PROJECT_ROOT / "awm_rl" / "isolation" / "limits.py").read_text()
     # Inside, /tmp is a private tmpfs: a write there may succeed and vanishes with the sandbox; the
     # host's file is what must be untouched (above). The rest of the file system is read-only.
     for name in ("home", "project", "site_packages"):
