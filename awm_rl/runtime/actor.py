@@ -49,9 +49,30 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from awm_rl.isolation.limits import io_limits
+from awm_rl.isolation.limits import (
+    Watchdog,
+    apply_memory_limit,
+    drop_secrets,
+    install_guard,
+    io_limits,
+    rss_bytes,
+    untrusted_env,
+)
 from awm_rl.isolation.process import WorkerProcess
-from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost
+from awm_rl.isolation.sandbox import (
+    isolation_level,
+    sandbox_available,
+    sandboxed_command,
+    scratch_files,
+    scratch_files_limit,
+    scratch_summary,
+    seccomp_level,
+)
+from awm_rl.runtime import host as host_mod
+from awm_rl.runtime.asgi import asgi_request
+from awm_rl.runtime.db import InstanceConnection, _Slot, current_slot, write_db_file
+from awm_rl.runtime.envcode import EnvLoadError, install_engine_routing
+from awm_rl.runtime.host import DEFAULT_OPEN_INSTANCES, MultiHost, UnknownInstanceError
 from awm_rl.runtime.protocol import (
     SNAPSHOT_NAME,
     WORKER_METHODS,
@@ -67,6 +88,7 @@ from awm_rl.runtime.protocol import (
     failed,
     read_message,
 )
+from awm_rl.runtime.tools import build_tool_routes
 
 IMPORT_CRASH_LIMIT = 3  # worker deaths before ready, after which a scenario is quarantined
 STARTUP_ALLOWANCE_S = 20.0  # interpreter start plus FastAPI/SQLAlchemy imports on a busy machine
@@ -118,8 +140,6 @@ class EnvHost:
 
 def host_class(isolate: bool | None = None) -> type[EnvHost]:
     """`IsolatedHost` when `isolate` (default: when bubblewrap is available), else an in-process host."""
-    from awm_rl.isolation.sandbox import sandbox_available
-
     if isolate is None:
         return IsolatedHost if sandbox_available() else _UnsandboxedHost
     return IsolatedHost if isolate else InProcessHost
@@ -139,8 +159,6 @@ class InProcessHost(EnvHost):
         import fastapi  # noqa: F401 - warm the heavy imports so a scenario's cold start is its own cost
         import sqlalchemy  # noqa: F401 - as above
 
-        from awm_rl.isolation.limits import Watchdog, apply_memory_limit, drop_secrets, install_guard
-        from awm_rl.runtime import host as host_mod
 
         self.isolation = isolation
         limits = io_limits(max_answer_bytes, max_request_bytes)
@@ -164,9 +182,6 @@ class InProcessHost(EnvHost):
         gc.set_threshold(20_000, 20, 20)
 
     def _one(self, op: Any) -> Any:
-        from awm_rl.runtime.envcode import EnvLoadError
-        from awm_rl.runtime.host import UnknownInstanceError
-
         if isinstance(op, OpError):  # malformed on the wire
             return op
         try:
@@ -217,8 +232,6 @@ class _UnsandboxedHost(InProcessHost):
     """The actor body where bubblewrap is unavailable (its `isolation` says why)."""
 
     def __init__(self, store_root: str, **options: Any):
-        from awm_rl.isolation.sandbox import isolation_level
-
         super().__init__(store_root, isolation=isolation_level(), **options)
 
 
@@ -230,8 +243,6 @@ class IsolatedHost(EnvHost):
                  rss_cap_mb: int | None = 8192, import_timeout_s: float = 60.0,
                  max_open_instances: int = DEFAULT_OPEN_INSTANCES, max_answer_bytes: int | None = None,
                  max_request_bytes: int | None = None):
-        from awm_rl.isolation.limits import drop_secrets
-        from awm_rl.isolation.sandbox import isolation_level
 
         limits = io_limits(max_answer_bytes, max_request_bytes)
         self.max_answer_bytes = limits["max_answer_bytes"]
@@ -258,7 +269,6 @@ class IsolatedHost(EnvHost):
     def _monitor(self) -> None:
         """Kill a worker that does not answer a request within its deadline, or keeps more files in its
         scratch tmpfs than allowed (`sandbox.scratch_files`); that scenario only."""
-        from awm_rl.isolation.sandbox import scratch_files, scratch_files_limit
 
         limit = scratch_files_limit()
         while True:
@@ -402,16 +412,11 @@ class IsolatedHost(EnvHost):
         return self._run_isolated(_decode(ops), timed=True)
 
     def info(self) -> dict[str, Any]:
-        from awm_rl.isolation.sandbox import seccomp_level
-
         return {"incarnation": self.incarnation, "pid": os.getpid(), "isolation": self.isolation,
                 "seccomp": seccomp_level(),
                 "workers": {s: w.pid for s, w in list(self._workers.items()) if w.alive}}
 
     def stats(self) -> dict[str, Any]:
-        from awm_rl.isolation.limits import rss_bytes
-        from awm_rl.isolation.sandbox import scratch_summary, seccomp_level
-
         scenarios: dict[str, Any] = {}
         worker_pids: dict[str, int] = {}
         worker_rss = 0.0
@@ -463,9 +468,6 @@ class _ScenarioWorker:
     """The actor's side of one scenario's bubblewrap'd worker: spawn, wait for its import, forward batches."""
 
     def __init__(self, owner: IsolatedHost, scenario: str, folder: Path):
-        from awm_rl.isolation.limits import untrusted_env
-        from awm_rl.isolation.sandbox import sandboxed_command
-
         self.owner = owner
         self.scenario = scenario
         self.lock = threading.Lock()  # one request at a time on the pipe
@@ -558,7 +560,6 @@ def _bounded(res: ToolResult, limit: int) -> ToolResult:
 
 
 def _write_snapshot(res: Any, out_dir: Path) -> Any:
-    from awm_rl.runtime.db import write_db_file
 
     try:
         initial_name, initial, final_name, final = res
@@ -582,8 +583,6 @@ def _warm_up() -> None:
     """Exercise FastAPI/pydantic code paths once, so the first scenario's cold start is not inflated."""
     from fastapi import FastAPI
 
-    from awm_rl.runtime.asgi import asgi_request
-    from awm_rl.runtime.tools import build_tool_routes
 
     app = FastAPI()
 
@@ -599,8 +598,6 @@ def _warm_up() -> None:
     from sqlalchemy import Column, Integer
     from sqlalchemy.orm import declarative_base, sessionmaker
 
-    from awm_rl.runtime.db import InstanceConnection, _Slot, current_slot
-    from awm_rl.runtime.envcode import install_engine_routing
 
     install_engine_routing()
     base = declarative_base()
