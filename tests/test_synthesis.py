@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -369,3 +370,28 @@ def test_a_seed_batch_typed_in_the_launch_config(tmp_path, monkeypatch):
     assert (tmp_path / "seeds" / "my_batch.jsonl").read_text() == '{"name": "Library book loans"}\n'
     neither = launch("my_batch", {})
     assert "give either `path`" in step_events(neither, "scenario_generation", "STEP_FAILURE")[0].event_specific_data.error.message
+
+
+def test_synthesis_knobs_are_typed_and_declared_once():
+    """Each knob once, with its default (awm_assets.synthesis.config): a misspelled one is an error naming it,
+    the Dagster resource shows the same defaults and descriptions, and the stage logic reads attributes (no
+    `.get(key, copied default)`)."""
+    from pydantic import ValidationError
+
+    from awm_assets.synthesis.config import SynthesisConfig
+
+    with pytest.raises(ValidationError, match="tasks_per_scenarioo"):
+        SynthesisConfig(tasks_per_scenarioo=3)
+    with pytest.raises(ValidationError, match="verifier_timeout\n"):
+        SynthesisSettings(verifier_timeout=3)
+    with pytest.raises(ValidationError, match="frozen"):
+        SynthesisConfig().tasks_per_scenario = 3
+    shown = SynthesisSettings.to_config_schema().as_field().config_type.fields
+    assert {n: (f.default_value, f.description) for n, f in shown.items()} == {
+        n: (f.default, f.description) for n, f in SynthesisConfig.model_fields.items()}
+    assert SynthesisSettings(verifier_timeout_s=2).config() == SynthesisConfig(verifier_timeout_s=2)
+    knobs = "|".join(SynthesisConfig.model_fields)
+    copied = [f"{p.name}:{n}: {line.strip()}" for p in sorted((PROJECT_ROOT / "awm_assets").rglob("*.py"))
+              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+              if re.search(rf"""\.get\(["']({knobs})["']""", line)]
+    assert not copied, copied

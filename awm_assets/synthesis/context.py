@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from awm_assets.synthesis.config import SynthesisConfig
 from awm_resources.store import ArtifactStore
 
 TOOLS_FILE = "tools.json"
@@ -23,7 +24,7 @@ DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 NUMBER = re.compile(r"(?<![\w.-])#?(\d+(?:\.\d+)?)\b")
 
 
-def tool_specs(store: ArtifactStore, scenario: str, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def tool_specs(store: ArtifactStore, scenario: str, settings: SynthesisConfig | None = None) -> list[dict[str, Any]]:
     """The scenario's tools as agents see them (name, description, input_schema), plus `returns` where the
     API spec describes the response, from the stored server code; [] without one. The env_code stage stores
     them when it commits (`store_tool_specs`); otherwise the env-check worker lists them here."""
@@ -38,7 +39,7 @@ def tool_specs(store: ArtifactStore, scenario: str, settings: dict[str, Any] | N
         if cached.get("server_digest") == _digest(code):
             return cached["tools"]
     check = check_env_code(code, store.path(scenario, "initial.db"),
-                           timeout_s=float((settings or {}).get("env_check_timeout_s", 60)))
+                           timeout_s=(settings or SynthesisConfig()).env_check_timeout_s)
     return store_tool_specs(store, scenario, code, check.tool_specs)
 
 

@@ -68,7 +68,7 @@ def check_data_change(ctx: Any, base: Path, work: Path, idx: int, statements: li
     errors = apply_statements(work, statements)
     if errors:
         return errors
-    timeout = float(ctx.settings.get("verifier_timeout_s", 10))
+    timeout = ctx.settings.verifier_timeout_s
     before: dict[str, list[str]] = {}
     after: dict[str, list[str]] = {}
     do_nothing_check(verifiers, base, before, timeout)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from awm_assets.synthesis import prompts
+from awm_assets.synthesis.config import SynthesisConfig
 from awm_assets.synthesis.context import tool_specs
 from awm_assets.synthesis.datafix import commit_data_changes
 from awm_assets.synthesis.edits import apply_edits
@@ -303,7 +304,7 @@ class SolutionsStage:
             return None
         check: dict[str, list[str]] = {}
         do_nothing_check([entry], ctx.store.path(ctx.scenario, "initial.db"), check,
-                         float(ctx.settings.get("verifier_timeout_s", 10)))
+                         ctx.settings.verifier_timeout_s)
         if check:
             errors.setdefault(item, []).extend(f"the regenerated verifier: {e}" for e in check.get(item, []))
             return None
@@ -351,7 +352,7 @@ def _still_wrong(record: dict[str, Any] | None, baseline: AttemptResult) -> list
 
 
 def run_phase(spec, store: ArtifactStore, llm: LLMClient, scenario: str, baseline: AttemptResult, *,
-              max_attempts: int, settings: dict[str, Any], log_fn: Callable[[str], None]) -> dict[str, Any]:
+              max_attempts: int, settings: SynthesisConfig, log_fn: Callable[[str], None]) -> dict[str, Any]:
     """Attempts 1..max_attempts of `spec` after the stored artifact's attempt 0.
 
     Whatever ends the phase early (an LLM call that fails or has no recorded answer, Ctrl-C), the best attempt
@@ -559,11 +560,11 @@ def regressions(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 def repair_scenario(store: ArtifactStore, llm: LLMClient, scenario: str, *, max_attempts: int = 3,
                     phases: tuple[str, ...] = PHASES, tasks: list[int] | None = None,
-                    settings: dict[str, Any] | None = None, log_fn: Callable[[str], None] = log.info) -> dict[str, Any]:
+                    settings: SynthesisConfig | None = None, log_fn: Callable[[str], None] = log.info) -> dict[str, Any]:
     """Check, repair phase by phase (each re-checks what the last changed), check again; see module docstring."""
     from awm_rl.quality.gate import quality
 
-    settings = settings or {}
+    settings = settings or SynthesisConfig()
     only = set(tasks) if tasks else None
     started = time.perf_counter()
     before = quality(store, [scenario])["scenarios"][0]

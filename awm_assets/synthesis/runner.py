@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from awm_assets.synthesis import prompts
+from awm_assets.synthesis.config import SynthesisConfig
 from awm_resources.llm import CallTag, LLMClient, LLMConfigError, LLMError, LLMOutputError, ReplayMissingError, quote
 from awm_resources.store import ArtifactStore
 
@@ -45,7 +46,7 @@ class AttemptContext:
     attempt: int
     max_attempts: int
     previous: list[dict[str, Any]]  # attempt records of this run, oldest first
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: SynthesisConfig = field(default_factory=SynthesisConfig)
 
     def tag(self, stage: str, item: str | None = None) -> CallTag:
         return CallTag(stage=stage, scenario=self.scenario, item=item, attempt=self.attempt)

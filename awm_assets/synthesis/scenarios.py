@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from awm_assets.synthesis import prompts
+from awm_assets.synthesis.config import SynthesisConfig
 from awm_assets.synthesis.models import ScenarioCandidates, SuitabilityVerdicts, TargetedScenarioCandidates
 from awm_assets.synthesis.seeds import SeedBatch
 from awm_resources.documents import SCENARIO_FILE, Scenario, dump
@@ -32,15 +33,6 @@ def category_of(name: str | None) -> str:
     """A category of the fixed list ('other' for anything else)."""
     key = normalize_scenario_name(name or "")
     return key if key in CATEGORIES else "other"
-
-
-@dataclass
-class GenerationSettings:
-    candidates: int = 8
-    dedup_threshold: float = 0.85
-    max_per_category: int = 50
-    target: int | None = None  # accepted scenarios wanted from the batch (None: one round)
-    max_rounds: int = 10
 
 
 @dataclass
@@ -79,8 +71,8 @@ def kept_scenarios(store: ArtifactStore) -> list[dict[str, Any]]:
 
 
 def generate_scenarios(batch: SeedBatch, store: ArtifactStore, llm: LLMClient, embedder: Any,
-                       settings: GenerationSettings) -> GenerationResult:
-    """Rounds of candidates (each round's prompt knows what is already kept) until `settings.target`
+                       settings: SynthesisConfig) -> GenerationResult:
+    """Rounds of candidates (each round's prompt knows what is already kept) until `settings.target_scenarios`
     scenarios are accepted, or one round when no target is set; see the module docstring. A targeted batch
     (`batch.focus`, from `awm evolve`) asks with the weaknesses in the prompt, for task styles too, and
     accepts at most its `max_new_scenarios` (the rest are capped)."""
@@ -91,18 +83,18 @@ def generate_scenarios(batch: SeedBatch, store: ArtifactStore, llm: LLMClient, e
     categories = Counter(category_of(e["category"]) for e in existing)
     names = [e["name"] for e in existing]
     result = GenerationResult()
-    rounds = settings.max_rounds if settings.target else 1
+    rounds = settings.max_generation_rounds if settings.target_scenarios else 1
     batch_cap = int(batch.focus.get("max_new_scenarios", 1)) if batch.focus else None
     for round_no in range(1, rounds + 1):
         tag = CallTag(stage="scenarios", scenario=f"_batch_{batch.key}", attempt=round_no)
         cands: ScenarioCandidates | TargetedScenarioCandidates
         if batch.focus:
             cands, _ = llm.chat_json(prompts.targeted_scenario_generation(
-                list(batch.seeds), names, int(batch.focus.get("candidates", settings.candidates)), list(CATEGORIES),
+                list(batch.seeds), names, int(batch.focus.get("candidates", settings.candidates_per_batch)), list(CATEGORIES),
                 batch.focus),
                 TargetedScenarioCandidates, tag=tag)
         else:
-            cands, _ = llm.chat_json(prompts.scenario_generation(list(batch.seeds), names, settings.candidates,
+            cands, _ = llm.chat_json(prompts.scenario_generation(list(batch.seeds), names, settings.candidates_per_batch,
                                                                  list(CATEGORIES)), ScenarioCandidates, tag=tag)
         tag_cls = CallTag(stage="classify", scenario=f"_batch_{batch.key}", attempt=round_no)
         verdicts, _ = llm.chat_json(prompts.scenario_classification([c.model_dump() for c in cands.scenarios],
@@ -132,7 +124,7 @@ def generate_scenarios(batch: SeedBatch, store: ArtifactStore, llm: LLMClient, e
                 names.append(d.name)
                 categories[category] += 1
             result.decisions.append(d)
-        if not settings.target or len(result.accepted()) >= settings.target or (
+        if not settings.target_scenarios or len(result.accepted()) >= settings.target_scenarios or (
                 batch_cap is not None and len(result.accepted()) >= batch_cap):
             break
     return result

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from awm_assets.synthesis import prompts
+from awm_assets.synthesis.config import SynthesisConfig
 from awm_assets.synthesis.context import store_tool_specs, task_rows, tool_specs
 from awm_assets.synthesis.models import ApiSpec, SampleOutput, SchemaOutput, TaskList, VerifierOutput
 from awm_assets.synthesis.runner import AttemptContext, AttemptResult
@@ -30,7 +31,6 @@ from awm_resources.sqlite_build import (
 )
 from awm_resources.store import atomic_path
 
-N_TASKS = 10
 FORBIDDEN_TASK_WORDS = re.compile(r"\b(log ?in|sign ?in|sign ?up|register|password|2fa|two-factor)\b", re.I)
 
 
@@ -57,7 +57,7 @@ class TasksStage:
 
     def attempt(self, ctx: AttemptContext) -> AttemptResult:
         name, desc = scenario_info(ctx)
-        n = int(ctx.settings.get("tasks_per_scenario", N_TASKS))
+        n = ctx.settings.tasks_per_scenario
         styles = ctx.store.scenario(ctx.scenario).task_styles  # a targeted scenario's (awm evolve)
         text, sent, raw = _single_call(ctx, self.name, prompts.tasks(name, desc, n, ctx.corrections(), styles))
         out = parse_model(text, TaskList)
@@ -181,7 +181,7 @@ class EnvCodeStage:
 
         initial = ctx.store.path(ctx.scenario, "initial.db")
         check = check_env_code(code, initial, expected_tools=expected,
-                               timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)), probe=True)
+                               timeout_s=ctx.settings.env_check_timeout_s, probe=True)
         CheckResults(ctx.store, ctx.scenario, code, initial).keep_probe(check.probe)  # for the quality gate
         errors: list[str] = []
         if not check.ok and check.error:
@@ -272,7 +272,7 @@ class VerifiersStage:
             excerpts[item] = out.python_code
         initial = ctx.store.path(ctx.scenario, "initial.db")
         fresh = [e for e in entries if e["task_idx"] not in kept]
-        vacuous = do_nothing_check(fresh, initial, errors, float(ctx.settings.get("verifier_timeout_s", 10)))
+        vacuous = do_nothing_check(fresh, initial, errors, ctx.settings.verifier_timeout_s)
         solved = self._check_solutions(ctx, [e for e in fresh if f"task_{e['task_idx']}" not in errors], errors)
         good = [e for e in entries if f"task_{e['task_idx']}" not in errors]
         bad_count = len(task_list) - len(good)
@@ -368,13 +368,13 @@ def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str
     with tempfile.TemporaryDirectory(prefix="awm-solutions-") as tmp:
         code, db = server.read_text(encoding="utf-8"), initial or ctx.store.path(ctx.scenario, "initial.db")
         solutions = {k: sol for k, (_, sol) in runnable.items()}
-        check = check_env_code(code, db, timeout_s=float(ctx.settings.get("env_check_timeout_s", 60)),
+        check = check_env_code(code, db, timeout_s=ctx.settings.env_check_timeout_s,
                                solutions=solutions, snapshot_dir=Path(tmp))
         runs = check.solutions or {}
         CheckResults(ctx.store, ctx.scenario, code, db).keep_solution_runs(solutions, runs)  # for the quality gate
         jobs = [VerifierJob(code=runnable[int(k)][0], initial_db=Path(r["initial_db"]), final_db=Path(r["final_db"]),
                             final_answer=r.get("final_answer")) for k, r in runs.items()]
-        outcomes = run_verifiers(jobs, timeout_s=float(ctx.settings.get("verifier_timeout_s", 10)))
+        outcomes = run_verifiers(jobs, timeout_s=ctx.settings.verifier_timeout_s)
         for (k, run), outcome in zip(runs.items(), outcomes, strict=True):
             if all(c["status"] < 400 for c in run["calls"]):
                 clean.add(int(k))
@@ -386,10 +386,10 @@ def prove_solutions(ctx: AttemptContext, runnable: dict[int, tuple[str, dict[str
     return out, clean, (None if check.solutions is not None else check.error or "the environment worker ended early")
 
 
-def build_stage(name: str, settings: dict[str, Any]):
+def build_stage(name: str, settings: SynthesisConfig):
     """The stage object for `name`, with thresholds from settings."""
     if name == "db_schema":
-        return SchemaStage(float(settings.get("schema_threshold", 0.10)))
+        return SchemaStage(settings.schema_threshold)
     if name == "sample_data":
-        return SampleDataStage(float(settings.get("sample_threshold", 0.10)))
+        return SampleDataStage(settings.sample_threshold)
     return {"tasks": TasksStage, "api_spec": ApiSpecStage, "env_code": EnvCodeStage, "verifiers": VerifiersStage}[name]()

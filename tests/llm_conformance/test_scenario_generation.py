@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from awm_assets.synthesis.scenarios import CATEGORIES, GenerationSettings, generate_scenarios
+from awm_assets.synthesis.config import SynthesisConfig
+from awm_assets.synthesis.scenarios import CATEGORIES, generate_scenarios
 from awm_assets.synthesis.seeds import read_seed_batch
 from awm_resources.embedder import ApiEmbedder, Embedder
 from awm_resources.llm import LLMClient
@@ -56,7 +57,7 @@ def batch(tmp_path):
 def test_rounds_until_the_target_seeds_in_the_pool_and_categories(tmp_path, batch):
     llm = LLMClient(replay_dir=_replay_dir(tmp_path, batch.key, {"Team Expense Reports": "no such category"}))
     result = generate_scenarios(batch, ArtifactStore(tmp_path / "store"), llm, Embedder(),
-                                GenerationSettings(target=3, max_rounds=5, dedup_threshold=0.85))
+                                SynthesisConfig(target_scenarios=3, max_generation_rounds=5, dedup_threshold=0.85))
     decisions = {d.name: d for d in result.decisions}
     assert len(result.decisions) == 5 and len(llm.ledger) == 4  # two rounds of generation + classification
     assert decisions["Zocdoc"].status == "rejected_duplicate" and "'seed Zocdoc'" in decisions["Zocdoc"].reason
@@ -69,7 +70,7 @@ def test_rounds_until_the_target_seeds_in_the_pool_and_categories(tmp_path, batc
 def test_one_round_without_a_target_and_the_category_cap(tmp_path, batch):
     llm = LLMClient(replay_dir=_replay_dir(tmp_path, batch.key))
     result = generate_scenarios(batch, ArtifactStore(tmp_path / "store"), llm, Embedder(),
-                                GenerationSettings(max_per_category=1))
+                                SynthesisConfig(max_per_category=1))
     statuses = {d.name: d.status for d in result.decisions}
     assert len(llm.ledger) == 2
     assert statuses == {"Clinic Appointment Book": "accepted", "Zocdoc": "rejected_duplicate",
@@ -83,7 +84,7 @@ def test_an_api_embedding_model_through_litellm(tmp_path, batch, llm_server):
     assert vecs.shape == (3, 64) and abs(float(vecs[0] @ vecs[1]) - 1.0) < 1e-5 and float(vecs[0] @ vecs[2]) < 0.5
     llm = LLMClient(replay_dir=_replay_dir(tmp_path, batch.key))
     result = generate_scenarios(batch, ArtifactStore(tmp_path / "store"), llm, embedder,
-                                GenerationSettings(dedup_threshold=0.99))
+                                SynthesisConfig(dedup_threshold=0.99))
     assert {d.name: d.status for d in result.decisions}["Zocdoc"] == "rejected_duplicate"
     assert any(r.path == "/v1/embeddings" and r.body["model"] == "text-embedding-3-large" for r in llm_server.requests)
 

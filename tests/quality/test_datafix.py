@@ -65,6 +65,7 @@ def test_inserts_add_presupposed_rows_and_other_statements_are_refused(tmp_path)
 def test_a_task_blocked_by_data_goes_to_the_data_change_path(tmp_path):
     """The solutions phase takes a task the gate marked blocked by data (here task 6 of `awm bench repair`'s
     verifier_at_fault case, marked so by hand) and asks for INSERTs of the rows it presupposes, naming the row."""
+    from awm_assets.synthesis.config import SynthesisConfig
     from awm_assets.synthesis.repair import _solutions_phase
     from awm_resources.llm import LLMClient
     from awm_rl.quality.gate import quality
@@ -77,7 +78,7 @@ def test_a_task_blocked_by_data_goes_to_the_data_change_path(tmp_path):
                 reason="the task names project 'Orion', which no projects row holds")
     empty = tmp_path / "no-recordings"  # no answer: the phase ends, its first record says what it asked
     empty.mkdir()
-    _solutions_phase(store, LLMClient(replay_dir=empty), scenario, report, {}, 1, lambda _m: None, {6})
+    _solutions_phase(store, LLMClient(replay_dir=empty), scenario, report, SynthesisConfig(), 1, lambda _m: None, {6})
     zero = store.list_attempts(scenario, "solutions")[0]
     asked = zero["errors"]["task_6"][-1]
     assert asked.startswith("blocked by data: the task names project 'Orion', which no projects row holds")

@@ -127,6 +127,7 @@ def test_a_task_whose_goal_already_holds_goes_to_the_data_change_path(tmp_path):
     """Issue 38 item 5: the gate's `goal_met` task (here task 6 of `awm bench repair`'s verifier_at_fault case:
     the project it asks to create exists under its unique name) is repaired by a data change that takes the
     target out, checked against the other tasks (recording written by hand, tests/quality/recordings)."""
+    from awm_assets.synthesis.config import SynthesisConfig
     from awm_assets.synthesis.repair import _solutions_phase
     from awm_rl.quality.gate import quality
     from benchmarks.repair import verifier_at_fault
@@ -140,7 +141,8 @@ def test_a_task_whose_goal_already_holds_goes_to_the_data_change_path(tmp_path):
         task.update(verdict="goal_met", eligible=False,
                     reason="the goal already holds in the initial data: projects row 2 (name 'Borealis', region "
                            "'EU-WEST')")
-    outcome = _solutions_phase(store, LLMClient(replay_dir=RECORDINGS), scenario, report, {}, 1, lambda _m: None, {6})
+    outcome = _solutions_phase(store, LLMClient(replay_dir=RECORDINGS), scenario, report, SynthesisConfig(), 1,
+                               lambda _m: None, {6})
 
     assert outcome and outcome["repaired"] and outcome["metrics"]["data_changes"] == 1, outcome
     zero = store.list_attempts(scenario, "solutions")[0]

@@ -68,7 +68,7 @@ def repair_scenario_op(context: dg.OpExecutionContext, config: RepairConfig, llm
     if not st.has(key, "server.py"):
         raise dg.Failure(f"scenario {key!r} has no stored env code (server.py) to repair", allow_retries=False)
     report = repair_scenario(st, llm.get_client(), key, max_attempts=config.attempts, phases=tuple(config.phases),
-                             tasks=config.tasks or None, settings=synthesis.as_dict(), log_fn=context.log.info)
+                             tasks=config.tasks or None, settings=synthesis.config(), log_fn=context.log.info)
     for phase, (asset, attempts_stage) in _changed_assets(report):
         outcome = report["phases"][phase]
         history = st.list_attempts(key, attempts_stage)

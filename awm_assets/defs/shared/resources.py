@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from awm_assets.synthesis.config import SynthesisConfig
 from awm_resources.llm import REPLAY_MODEL, LLMClient
 from awm_resources.settings import (
     LLMFields,
@@ -104,23 +105,12 @@ class RayResource(dg.ConfigurableResource):
         return init_ray(self.address or None, num_cpus=self.num_cpus)
 
 
-class SynthesisSettings(dg.ConfigurableResource):
-    """Knobs of the synthesis stages (thresholds from the paper)."""
+class SynthesisSettings(dg.ConfigurableResource, SynthesisConfig):
+    """Knobs of the synthesis stages (thresholds from the paper): the fields, defaults and descriptions of
+    `SynthesisConfig`, which the Dagster-free stage logic takes (`config()`)."""
 
-    tasks_per_scenario: int = 10
-    schema_threshold: float = Field(default=0.10, description="max share of failing tables")
-    sample_threshold: float = Field(default=0.10, description="max share of failing INSERTs")
-    candidates_per_batch: int = Field(default=8, description="candidates asked for per generation round")
-    target_scenarios: int | None = Field(default=None, description="generate rounds until this many scenarios of the "
-                                         "batch are accepted (the paper's loop); empty: one round")
-    max_generation_rounds: int = Field(default=10, description="rounds at most when target_scenarios is set")
-    dedup_threshold: float = Field(default=0.85, description="reject a scenario at cosine >= this to a kept one or a seed")
-    max_per_category: int = Field(default=50, description="accepted scenarios at most per category of the fixed list")
-    env_check_timeout_s: float = 60.0
-    verifier_timeout_s: float = 10.0
-
-    def as_dict(self) -> dict:
-        return self.model_dump()
+    def config(self) -> SynthesisConfig:
+        return SynthesisConfig.model_validate(self.model_dump(include=set(SynthesisConfig.model_fields)))
 
 
 def env_or(name: str, default=None):

@@ -11,7 +11,7 @@ from awm_assets.defs.shared.partitions import scenario_partitions, seed_batch_pa
 from awm_assets.defs.shared.resources import EmbedderResource, LLMResource, StoreResource, SynthesisSettings
 from awm_assets.defs.shared.ui_tables import asset_link
 from awm_assets.defs.synthesis.sensors import seed_dir
-from awm_assets.synthesis.scenarios import GenerationSettings, generate_scenarios, record_batch, register_accepted
+from awm_assets.synthesis.scenarios import generate_scenarios, record_batch, register_accepted
 from awm_assets.synthesis.seeds import SeedFileError, read_seed_batch
 from awm_resources.llm import LLMConfigError, ReplayMissingError
 from awm_resources.store import atomic_write_text
@@ -76,10 +76,10 @@ def scenario_generation(context: dg.AssetExecutionContext, config: SeedBatchConf
     st = store.get_store()
     client = llm.get_client()
     try:
-        result = generate_scenarios(batch, st, client, embedder.get_embedder(), GenerationSettings(
-            candidates=synthesis.candidates_per_batch, dedup_threshold=embedder.dedup_threshold or synthesis.dedup_threshold,
-            max_per_category=synthesis.max_per_category, target=synthesis.target_scenarios,
-            max_rounds=synthesis.max_generation_rounds))
+        settings = synthesis.config()
+        if embedder.dedup_threshold:  # the embedding model's own threshold wins
+            settings = settings.model_copy(update={"dedup_threshold": embedder.dedup_threshold})
+        result = generate_scenarios(batch, st, client, embedder.get_embedder(), settings)
     except ReplayMissingError as exc:
         raise dg.Failure(description=f"{exc}\n{REAL_LLM_NOTE}", allow_retries=False) from exc
     except LLMConfigError as exc:

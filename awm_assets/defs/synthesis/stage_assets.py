@@ -106,9 +106,10 @@ def build_stage_asset(stage: str, upstream: str | None, retries: int) -> dg.Asse
         attempt = context.retry_number + 1
         if attempt == 1:
             st.clear_attempts(key, stage)
-        spec = build_stage(stage, synthesis.as_dict())
+        settings = synthesis.config()
+        spec = build_stage(stage, settings)
         ctx = AttemptContext(store=st, llm=client, scenario=key, attempt=attempt, max_attempts=retries + 1,
-                             previous=st.list_attempts(key, stage), settings=synthesis.as_dict())
+                             previous=st.list_attempts(key, stage), settings=settings)
         try:
             outcome = run_attempt(spec, ctx, context.log.info)
         except AttemptFailed as exc:
