@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from awm_assets.synthesis.catalog_entry import catalog_entry
 from awm_assets.synthesis.statistics import scenario_record
 from awm_resources.store import STAGES, ArtifactStore, atomic_write_text
 from awm_rl.quality.results import judge_label, stored_quality
@@ -36,7 +37,7 @@ RACY_COARSE_S = 2.0
 # `refresh_catalog` run pass its run id, so the three describe one snapshot of the store, taken once.
 _LAST: dict[tuple[str, str, str | None], dict[str, dict[str, Any]]] = {}
 # The modules whose output a snapshot holds: a change to any makes every snapshot stale.
-_SOURCES = ("catalog.py", "catalog_index.py", "statistics.py")
+_SOURCES = ("catalog_entry.py", "catalog_index.py", "statistics.py")
 
 
 def scenario_stamp(folder: Path) -> tuple[str, int]:
@@ -118,8 +119,6 @@ def _racy(newest_ns: int, started: float) -> bool:
 def take_snapshot(store: ArtifactStore, key: str, quality_result: dict[str, Any] | None,
                   stamp: tuple[str, int], started: float) -> dict[str, Any]:
     """Everything the catalog group reads from one scenario, under the stamp taken before reading it."""
-    from awm_assets.synthesis.catalog import catalog_entry
-
     return {"stamp": stamp[0], "racy": _racy(stamp[1], started),
             **scenario_record(store, key),
             "entry": catalog_entry(store, key, quality_result),
