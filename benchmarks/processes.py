@@ -86,7 +86,7 @@ def memory_by_process(roles: dict[int, str]) -> list[dict[str, Any]]:
             continue
         row: dict[str, Any] = {"pid": pid}
         if role == "sandboxed":  # bubblewrap, its PID-1 helper, or the scenario worker it runs
-            worker = "awm_rl.runtime.actor" in args
+            worker = "awm_rl.runtime.worker" in args  # python -m awm_rl.runtime.worker STORE OPTIONS SCENARIO
             if worker:
                 row["scenario"] = args[-1]
             role = (f"scenario worker {args[-1]}" if worker and os.path.basename(args[0]).startswith("python")
