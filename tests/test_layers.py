@@ -1,7 +1,7 @@
 """The package layers go one way: awm_resources (core) <- awm_rl (runtime, RL) <- awm_assets (Dagster), whose
 plain stage logic (awm_assets/synthesis) is Dagster-free; in awm_assets, only awm_assets.definitions imports every
 domain (awm_assets/defs/<domain>) and only the in-process runner and the workspace import it. Inside awm_rl the
-packages are tiers (AWM_RL_TIERS, the README's layout order): a package imports only tiers before its own. No module
+packages are tiers (RL_PACKAGE_TIERS, the README's layout order): a package imports only tiers before its own. No module
 imports itself back through others (function-local imports included; only `if TYPE_CHECKING:` imports, which never
 run, are left out), and the settings module imports nothing of the project."""
 
@@ -186,7 +186,7 @@ def test_settings_import_nothing_of_the_project():
 
 
 # awm_rl's packages and top-level modules, in tiers: each imports only tiers before its own (and awm_resources)
-AWM_RL_TIERS = [
+RL_PACKAGE_TIERS = [
     {"isolation"},
     {"agent"},
     {"runtime", "bfcl"},
@@ -199,9 +199,9 @@ AWM_RL_TIERS = [
 
 
 def test_awm_rl_packages_import_only_tiers_before_their_own():
-    tier = {name: i for i, names in enumerate(AWM_RL_TIERS) for name in names}
+    tier = {name: i for i, names in enumerate(RL_PACKAGE_TIERS) for name in names}
     units = {m.split(".")[1] for m in MODULES if m.startswith("awm_rl.") and m.count(".") >= 1}
-    assert units == set(tier), f"awm_rl packages not placed in AWM_RL_TIERS: {sorted(units ^ set(tier))}"
+    assert units == set(tier), f"awm_rl packages not placed in RL_PACKAGE_TIERS: {sorted(units ^ set(tier))}"
     bad = [f"{m}:{line} ({m.split('.')[1]}, tier {tier[m.split('.')[1]]}) imports {target} "
            f"({target.split('.')[1]}, tier {tier[target.split('.')[1]]})"
            for m in sorted(MODULES) if m.startswith("awm_rl.") and m.count(".") >= 1
