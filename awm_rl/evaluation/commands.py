@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from awm_resources.store import ArtifactStore
+
 POLICY_HELP = "reference | chat:<litellm model> | transformers:<path> | tiny | vllm:<model>"
 # Plan options: None on the command line means "the resumed run's value, else the default".
 DEFAULTS: dict[str, Any] = {"tasks_per_env": None, "k": 1, "seed": 0, "window": 10, "max_turns": 20, "judge": "code"}
@@ -95,7 +97,6 @@ def catalog_main(argv: list[str] | None = None) -> int:
     from awm_resources.llm import judge_client
     from awm_resources.names import policy_slug
     from awm_resources.settings import judge_llm_config
-    from awm_resources.store import ArtifactStore
     from awm_rl.agent import make_policy
     from awm_rl.agent.policies import PolicyConfigError, PolicyError
     from awm_rl.evaluation.catalog import RUN_FILE, EvaluationRunError, evaluate
@@ -236,12 +237,6 @@ def render(report: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------- awm rollout
 
-def _store(root: str | None):
-    from awm_resources.store import ArtifactStore
-
-    return ArtifactStore(Path(root) if root else None)
-
-
 
 def _rollout_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="awm rollout", description="Run one task episode and judge it.")
@@ -271,7 +266,7 @@ def rollout_main(argv: list[str]) -> int:
     from awm_rl.agent.policies import PolicyConfigError, PolicyError, policy_options
     from awm_rl.reward import Judge, load_task, needs_judge, score_episode
 
-    store = _store(args.store)
+    store = ArtifactStore(Path(args.store) if args.store else None)
     try:
         record = load_task(store, args.scenario, args.task)
     except (FileNotFoundError, IndexError, ValueError) as exc:

@@ -9,13 +9,6 @@ import sys
 from pathlib import Path
 
 
-def _store(root: str | None):
-    from awm_resources.store import ArtifactStore
-
-    return ArtifactStore(Path(root) if root else None)
-
-
-
 def _audit_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="awm audit verifiers",
                                 description="Run every verifier on its unchanged database (the do-nothing agent).")
@@ -33,9 +26,10 @@ def audit_main(argv: list[str]) -> int:
     if argv and argv[0] == "verifiers":
         argv = argv[1:]
     args = _audit_parser().parse_args(argv)
+    from awm_resources.store import ArtifactStore
     from awm_rl.reward.audit import audit_verifiers, summarize, write_audit
 
-    store = _store(args.store)
+    store = ArtifactStore(Path(args.store) if args.store else None)
     known = set(store.list_scenarios())
     unknown = [s for s in args.scenario or [] if s not in known]
     if unknown:
