@@ -10,8 +10,7 @@ import tempfile
 import pytest
 
 from awm_rl.quality.envcheck import check_env_code
-
-from .conftest import BAD_ENV
+from tests.runtime.conftest import BAD_ENV
 
 CORPUS_ENVS = ["content_platform_1", "doordash_drive_delivery_tracking", "etsy_digital_downloads",
                "fortnite_item_shop", "gofundme", "rover"]
