@@ -43,7 +43,7 @@ from typing import Any, Callable
 from awm_assets.synthesis import prompts
 from awm_assets.synthesis.config import SynthesisConfig
 from awm_assets.synthesis.context import tool_specs
-from awm_assets.synthesis.datafix import commit_data_changes
+from awm_assets.synthesis.datafix import apply_statements, check_data_change, commit_data_changes
 from awm_assets.synthesis.edits import apply_edits
 from awm_assets.synthesis.models import SolutionOutput, VerifierOutput
 from awm_assets.synthesis.runner import AttemptContext, AttemptFailed, AttemptResult, StageExhausted, run_attempt
@@ -190,8 +190,6 @@ class SolutionsStage:
 
     def _base_database(self, ctx: AttemptContext, kept: dict[int, dict[str, Any]], tmp: Path) -> Path:
         """The stored initial database, with the data changes an earlier attempt of this phase kept."""
-        from awm_assets.synthesis.datafix import apply_statements
-
         initial = ctx.store.path(ctx.scenario, "initial.db")
         changes = [t for _, t in sorted(kept.items()) if t.get("data_change_kept")]
         if not changes:
@@ -234,7 +232,6 @@ class SolutionsStage:
                       errors: dict[str, list[str]]) -> set[int]:
         """Check each proposed data change on top of the ones kept before it (`datafix.check_data_change`);
         the tasks whose change is kept (proven on the changed database)."""
-        from awm_assets.synthesis.datafix import check_data_change
         proposals = [i for i, s in sorted(written.items()) if s.at_fault == "data" and s.data_change]
         if not proposals:
             return set()
