@@ -87,12 +87,22 @@ from awm_rl.runtime.pool import EnvironmentPool
 # With the raylet gone no host can come back: reset's retries answer the same after 5 s as after the default 20.
 awm_rl.runtime.pool.HOST_RESTART_WAIT_S = 5.0
 
+# The records go to their own file: Ray's own report of the raylet's death lands on the driver's stdout, even
+# in the middle of a line the driver is writing.
+records = open(sys.argv[2], "a", buffering=1)
+
+
+def record(line):
+    records.write(line + "\n")
+    records.flush()
+
+
 pool = EnvironmentPool(sys.argv[1], num_hosts=1, prefetch=0, call_timeout_s=2.0, batch_slack_s=5.0)
 h = pool.acquire("slow_env")
 assert pool.call_tool(h, "add_note", {"text": "before"}).ok
 import ray._private.worker as ray_worker
 raylet = [p.pid for role, p in ray_worker._global_node.live_processes() if role == "raylet"][0]
-print("RAYLET", raylet, flush=True)
+record(f"RAYLET {raylet}")
 os.kill(raylet, 9)
 # The episode goes on: direct actor calls may outlive the raylet for a while; once three calls in a row came
 # back as errors, the next ones would only say the same.
@@ -100,15 +110,14 @@ until, failed = time.monotonic() + 20, 0
 while time.monotonic() < until and failed < 3:
     t = time.monotonic()
     r = pool.call_tool(h, "list_notes", {})
-    print("CALL " + json.dumps({"ok": r.ok, "kind": r.error_kind, "text": r.text[:300], "s": time.monotonic() - t}),
-          flush=True)
+    record("CALL " + json.dumps({"ok": r.ok, "kind": r.error_kind, "text": r.text[:300], "s": time.monotonic() - t}))
     failed = 0 if r.ok else failed + 1
     time.sleep(0.5)
 try:
     pool.reset(h)
-    print("RESET ok", flush=True)
+    record("RESET ok")
 except Exception as exc:
-    print(f"RESET {type(exc).__name__}: {exc}", flush=True)
+    record(f"RESET {type(exc).__name__}: {exc}".replace("\n", " "))
 '''
 
 
@@ -120,32 +129,32 @@ def test_kill_9_of_the_raylet_mid_episode(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
     # The GCS checks its nodes every second (every 3 s by default): the dead raylet is noticed in about 5 s, not 15.
     env.update(PYTHONUNBUFFERED="1", RAY_health_check_period_ms="1000")
-    proc = subprocess.Popen([sys.executable, "-c", RAYLET_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    records, log = tmp_path / "records.txt", tmp_path / "driver.log"
+    with open(log, "w") as log_file:  # files, not pipes: nothing to drain, and a full pipe never blocks the driver
+        proc = subprocess.Popen([sys.executable, "-c", RAYLET_SCRIPT, str(tmp_path), str(records)], stdout=log_file,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
     family: set[int] = set()
+
+    def out_lines() -> list[str]:
+        return records.read_text().splitlines() if records.exists() else []
+
     try:
-        out_lines = []
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            out_lines.append(line.strip())
-            if line.startswith("RAYLET"):
-                family.update(descendants(proc.pid))
-        try:
-            proc.wait(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"the driver hung after the raylet was killed: {out_lines}") from None
-        err = proc.stderr.read()
-        assert any(x.startswith("RAYLET") for x in out_lines), (out_lines, err[-2000:])
-        calls = [json.loads(x[5:]) for x in out_lines if x.startswith("CALL ")]
+        while proc.poll() is None and time.monotonic() < deadline:
+            family.update(descendants(proc.pid))  # Ray's processes, known before the raylet's death orphans them
+            time.sleep(0.2)
+        if proc.poll() is None:
+            raise AssertionError(f"the driver hung after the raylet was killed: {out_lines()}")
+        err = log.read_text()
+        lines = out_lines()
+        assert any(x.startswith("RAYLET") for x in lines), (lines, err[-2000:])
+        calls = [json.loads(x[5:]) for x in lines if x.startswith("CALL ")]
         for call in calls:  # every call came back (no hang): answered, or a clear Environment Error
             assert call["s"] < 60, call
             assert call["ok"] or (call["kind"] == "environment" and (
                 "crashed or restarted" in call["text"] or "did not answer" in call["text"])), call
         if proc.returncode == 0:  # the driver survived the episode: reset answered or said why not
-            assert any(x.startswith("RESET") for x in out_lines), out_lines
+            assert any(x.startswith("RESET") for x in lines), lines
         else:  # Ray ended the driver: it must say why
             assert "raylet" in err.lower() or "node" in err.lower(), err[-2000:]
     finally:
