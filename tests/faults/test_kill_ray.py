@@ -89,12 +89,11 @@ awm_rl.runtime.pool.HOST_RESTART_WAIT_S = 5.0
 
 # The records go to their own file: Ray's own report of the raylet's death lands on the driver's stdout, even
 # in the middle of a line the driver is writing.
-records = open(sys.argv[2], "a", buffering=1)
+records = open(sys.argv[2], "a", buffering=1)  # line-buffered: each record is on disk once written
 
 
 def record(line):
     records.write(line + "\n")
-    records.flush()
 
 
 pool = EnvironmentPool(sys.argv[1], num_hosts=1, prefetch=0, call_timeout_s=2.0, batch_slack_s=5.0)
@@ -129,13 +128,14 @@ def test_kill_9_of_the_raylet_mid_episode(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
     # The GCS checks its nodes every second (every 3 s by default): the dead raylet is noticed in about 5 s, not 15.
     env.update(PYTHONUNBUFFERED="1", RAY_health_check_period_ms="1000")
-    records, log = tmp_path / "records.txt", tmp_path / "driver.log"
-    with open(log, "w") as log_file:  # files, not pipes: nothing to drain, and a full pipe never blocks the driver
-        proc = subprocess.Popen([sys.executable, "-c", RAYLET_SCRIPT, str(tmp_path), str(records)], stdout=log_file,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    records, stderr = tmp_path / "records.txt", tmp_path / "driver.stderr"
+    # files, not pipes: nothing to drain, and a full pipe never blocks the driver
+    with open(tmp_path / "driver.stdout", "w") as out, open(stderr, "w") as err_file:
+        proc = subprocess.Popen([sys.executable, "-c", RAYLET_SCRIPT, str(tmp_path), str(records)], stdout=out,
+                                stderr=err_file, env=env, start_new_session=True)
     family: set[int] = set()
 
-    def out_lines() -> list[str]:
+    def recorded() -> list[str]:
         return records.read_text().splitlines() if records.exists() else []
 
     try:
@@ -144,9 +144,9 @@ def test_kill_9_of_the_raylet_mid_episode(tmp_path):
             family.update(descendants(proc.pid))  # Ray's processes, known before the raylet's death orphans them
             time.sleep(0.2)
         if proc.poll() is None:
-            raise AssertionError(f"the driver hung after the raylet was killed: {out_lines()}")
-        err = log.read_text()
-        lines = out_lines()
+            raise AssertionError(f"the driver hung after the raylet was killed: {recorded()}")
+        err = stderr.read_text()
+        lines = recorded()
         assert any(x.startswith("RAYLET") for x in lines), (lines, err[-2000:])
         calls = [json.loads(x[5:]) for x in lines if x.startswith("CALL ")]
         for call in calls:  # every call came back (no hang): answered, or a clear Environment Error
